@@ -1,0 +1,37 @@
+"""Counts census failures per source and logs each source's first one.
+
+The census must never raise into the trainer or the SDK's callback path, and must not
+fill the log once per collection either: a failure is counted (exported as
+`yeto.census.errors`) and the first one per source is logged with its reason.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import Counter
+
+__all__ = ["FaultLedger"]
+
+_log = logging.getLogger("yeto_otel.census")
+
+
+class FaultLedger:
+    def __init__(self) -> None:
+        self._counts: Counter[str] = Counter()
+        self._logged: set[str] = set()
+        self._lock = threading.Lock()
+
+    def record(self, source: str, reason: str) -> None:
+        with self._lock:
+            self._counts[source] += 1
+            first = source not in self._logged
+            self._logged.add(source)
+        if first:
+            _log.warning("host-memory census: skipping %s for this collection: %s "
+                         "(counted in yeto.census.errors; further failures of %s are not logged)",
+                         source, reason, source)
+
+    def counts(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._counts)

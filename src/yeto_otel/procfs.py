@@ -1,0 +1,102 @@
+"""Kernel memory files: kept open, re-read with pread, parsed without OpenTelemetry.
+
+/proc/self/status, /proc/self/smaps_rollup and /proc/meminfo are single-record seq files:
+each read at offset 0 regenerates the whole text, so one pread per collection is enough
+and saves the open/close pair (about half the cost of a read).
+"""
+
+from __future__ import annotations
+
+import os
+
+__all__ = ["ProcFile", "ProcReadError", "parse_kb_fields"]
+
+
+class ProcReadError(Exception):
+    """A /proc file could not be read or did not hold what we expected."""
+
+
+class ProcFile:
+    """One /proc file held open across collections.
+
+    /proc/self resolves at open time, so after a fork the child would keep reading its
+    parent's file through the inherited descriptor: reopen when the pid changes.
+    """
+
+    _INITIAL_BUFFER = 8192
+
+    def __init__(self, path: str):
+        self.path = path
+        self.reads = 0
+        self._fd: int | None = None
+        self._pid = 0
+        self._size = self._INITIAL_BUFFER
+
+    def read(self) -> bytes:
+        pid = os.getpid()
+        if self._fd is None or self._pid != pid:
+            self._reopen(pid)
+        self.reads += 1
+        try:
+            data = os.pread(self._fd, self._size, 0)
+            while len(data) >= self._size:  # the buffer may have cut the text: grow and reread
+                self._size *= 2
+                data = os.pread(self._fd, self._size, 0)
+        except OSError as exc:
+            self.close()
+            raise ProcReadError(f"{self.path}: {exc.strerror or exc}") from None
+        return data
+
+    def _reopen(self, pid: int) -> None:
+        self.close()
+        try:
+            self._fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError as exc:
+            raise ProcReadError(f"{self.path}: {exc.strerror or exc}") from None
+        self._pid = pid
+
+    def close(self) -> None:
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def __del__(self) -> None:
+        self.close()
+
+
+def parse_kb_fields(path: str, data: bytes, wanted: dict[bytes, str]) -> tuple[dict[str, int], list[str]]:
+    """Pick `Key:   123 kB` lines out of a /proc text; values come back in bytes.
+
+    Returns the values found (keyed by `wanted`'s values) and a list of problems: keys that
+    are missing or whose value is not a number. Never raises on content.
+    """
+    found: dict[str, int] = {}
+    problems: list[str] = []
+    remaining = len(wanted)
+    for line in data.split(b"\n"):
+        key, sep, rest = line.partition(b":")
+        target = wanted.get(key) if sep else None
+        if target is None or target in found:
+            continue
+        fields = rest.split()
+        try:
+            number = int(fields[0])
+            if number < 0:
+                raise ValueError
+            scale = 1024 if len(fields) > 1 and fields[1] == b"kB" else 1
+        except (IndexError, ValueError):
+            problems.append(f"{path}: {key.decode(errors='replace')} is not a number: "
+                            f"{rest.strip()[:40]!r}")
+            found[target] = -1  # mark seen; removed below
+            continue
+        found[target] = number * scale
+        remaining -= 1
+        if remaining == 0:
+            break
+    for key, target in wanted.items():
+        if target not in found:
+            problems.append(f"{path}: {key.decode()} missing")
+    return {k: v for k, v in found.items() if v >= 0}, problems

@@ -1,0 +1,203 @@
+"""Every setting yeto-otel reads, in one table, read and validated in one place.
+
+No other module looks at the environment: they receive a `Settings`. The table is also
+the source of `docs/settings.md`, so a setting cannot exist without being documented.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+__all__ = [
+    "OTEL_DEFAULTS",
+    "SETTINGS",
+    "apply_otel_defaults",
+    "Setting",
+    "Settings",
+    "SettingsError",
+    "load_settings",
+]
+
+
+class SettingsError(ValueError):
+    """A setting has a value we cannot use. The message names it, the value and what is accepted."""
+
+    def __init__(self, name: str, value: str, accepted: str, why: str | None = None):
+        self.name = name
+        self.value = value
+        self.accepted = accepted
+        detail = f" ({why})" if why else ""
+        super().__init__(f"{name}={value!r} is not valid{detail}; accepted: {accepted}")
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    default: str | None
+    accepted: str
+    description: str
+    parse: Callable[[str], object]
+
+
+def _parse_switch(value: str) -> bool:
+    if value in ("", "0"):
+        return False
+    if value == "1":
+        return True
+    raise ValueError("expected 0 or 1")
+
+
+_CALLABLE_REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+
+
+def _parse_allocator(value: str) -> str:
+    if value in ("auto", "cuda", "npu", "none") or _CALLABLE_REF.match(value):
+        return value
+    raise ValueError("expected auto, cuda, npu, none or module:function")
+
+
+def _parse_node_metrics(value: str) -> str:
+    if value in ("auto", "on", "off"):
+        return value
+    raise ValueError("expected auto, on or off")
+
+
+def _parse_rank(value: str) -> int | None:
+    if value == "":
+        return None
+    number = int(value, 10)
+    if number < 0:
+        raise ValueError("must not be negative")
+    return number
+
+
+def _parse_positive_rank(value: str) -> int | None:
+    number = _parse_rank(value)
+    if number == 0:
+        raise ValueError("must be at least 1")
+    return number
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting(
+        "YETO_OTEL_HOST_ALLOCATOR",
+        "auto",
+        "`auto`, `cuda`, `npu`, `none`, or `module:function`",
+        "Where the accelerator host (pinned) allocator's counters come from. `auto` uses CUDA "
+        "when torch is imported and CUDA is initialised, else torch_npu when it is imported, else "
+        "nothing; it never imports torch itself. `module:function` names a callable returning "
+        "the flat stats dict (other accelerators, tests).",
+        _parse_allocator,
+    ),
+    Setting(
+        "YETO_OTEL_NODE_METRICS",
+        "auto",
+        "`auto`, `on`, `off`",
+        "Whether this process observes the node-wide `yeto.node.*` metrics. `auto`: only the "
+        "process whose `LOCAL_RANK` is 0 (or unset), so 8 ranks on a host do not report node "
+        "memory 8 times.",
+        _parse_node_metrics,
+    ),
+    Setting(
+        "YETO_DILOCO_HOST_MEM_CENSUS",
+        "0",
+        "`0` or `1`",
+        "`1`: `add_census_to_step_log` adds the host-memory census to the step log record on "
+        "sync rank 0. Unset or `0`: the record is left exactly as it was.",
+        _parse_switch,
+    ),
+    Setting(
+        "RANK",
+        None,
+        "an integer >= 0",
+        "Global rank set by the launcher (torchrun). Becomes the `yeto.rank` resource attribute "
+        "and part of `service.instance.id`.",
+        _parse_rank,
+    ),
+    Setting(
+        "LOCAL_RANK",
+        None,
+        "an integer >= 0",
+        "Rank within the host, set by the launcher. Becomes `yeto.local_rank`; decides which "
+        "process reports node metrics under `YETO_OTEL_NODE_METRICS=auto`.",
+        _parse_rank,
+    ),
+    Setting(
+        "WORLD_SIZE",
+        None,
+        "an integer >= 1",
+        "Number of ranks, set by the launcher. Becomes `yeto.world_size`.",
+        _parse_positive_rank,
+    ),
+)
+
+_BY_NAME = {setting.name: setting for setting in SETTINGS}
+
+
+@dataclass(frozen=True)
+class Settings:
+    host_allocator: str = "auto"
+    node_metrics: str = "auto"
+    step_log_census: bool = False
+    rank: int | None = None
+    local_rank: int | None = None
+    world_size: int | None = None
+
+    @property
+    def reports_node_metrics(self) -> bool:
+        if self.node_metrics == "auto":
+            return self.local_rank in (None, 0)
+        return self.node_metrics == "on"
+
+
+_FIELDS = {
+    "YETO_OTEL_HOST_ALLOCATOR": "host_allocator",
+    "YETO_OTEL_NODE_METRICS": "node_metrics",
+    "YETO_DILOCO_HOST_MEM_CENSUS": "step_log_census",
+    "RANK": "rank",
+    "LOCAL_RANK": "local_rank",
+    "WORLD_SIZE": "world_size",
+}
+
+
+def parse_setting(name: str, raw: str) -> object:
+    """Parse one setting's raw text, raising `SettingsError` that names it."""
+    setting = _BY_NAME[name]
+    try:
+        return setting.parse(raw.strip())
+    except ValueError as exc:
+        raise SettingsError(name, raw, setting.accepted, str(exc)) from None
+
+
+def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
+    """Read and validate every setting; the first bad one raises `SettingsError`."""
+    env = os.environ if environ is None else environ
+    values = {}
+    for setting in SETTINGS:
+        raw = env.get(setting.name)
+        if raw is None:
+            raw = setting.default
+        if raw is None:
+            continue
+        values[_FIELDS[setting.name]] = parse_setting(setting.name, raw)
+    return Settings(**values)
+
+
+# Standard SDK variables that yeto's distro sets when the user has not: export every signal
+# over OTLP (as the upstream distro does) and collect the census every 10 s.
+OTEL_DEFAULTS: dict[str, str] = {
+    "OTEL_TRACES_EXPORTER": "otlp",
+    "OTEL_METRICS_EXPORTER": "otlp",
+    "OTEL_LOGS_EXPORTER": "otlp",
+    "OTEL_METRIC_EXPORT_INTERVAL": "10000",
+}
+
+
+def apply_otel_defaults(environ: dict | None = None) -> None:
+    """Fill in `OTEL_DEFAULTS` where unset, before the SDK configurator reads them."""
+    env = os.environ if environ is None else environ
+    for name, value in OTEL_DEFAULTS.items():
+        env.setdefault(name, value)
