@@ -7,11 +7,14 @@ is installed too, select ours with OTEL_PYTHON_DISTRO=yeto OTEL_PYTHON_CONFIGURA
 
 from __future__ import annotations
 
+import os
+import sys
+
 from opentelemetry.instrumentation.distro import BaseDistro
 from opentelemetry.sdk._configuration import _OTelSDKConfigurator
 
 from .resource import rank_resource_attributes, user_resource_attributes
-from .settings import apply_otel_defaults, load_settings
+from .settings import SettingsError, apply_otel_defaults, load_settings
 
 __all__ = ["YetoConfigurator", "YetoDistro"]
 
@@ -26,6 +29,15 @@ class YetoConfigurator(_OTelSDKConfigurator):
 
 class YetoDistro(BaseDistro):
     def _configure(self, **kwargs):
-        # Settings are validated before anything else starts: a bad value fails here, naming it.
-        load_settings()
+        # Settings are validated before anything else starts. A bad value stops the process
+        # here, before the trainer does any work, with one line naming it. Raising would not
+        # do: opentelemetry-instrument logs an Exception with a traceback and runs on without
+        # telemetry, and SystemExit inside sitecustomize is a fatal interpreter error. Nothing
+        # has started yet, so there is nothing for atexit handlers to flush.
+        try:
+            load_settings()
+        except SettingsError as exc:
+            sys.stderr.write(f"yeto-otel: {exc}\n")
+            sys.stderr.flush()
+            os._exit(2)
         apply_otel_defaults()
