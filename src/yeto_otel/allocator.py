@@ -158,6 +158,17 @@ def _keys() -> list[str]:
 _KNOWN_KEYS = tuple(_keys())
 
 
+_INT64_LIMIT = 2 ** 63  # OTLP integer points are int64; a larger one breaks the whole export
+
+
+def _is_count(value: object) -> bool:
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return 0 <= value < _INT64_LIMIT
+    return isinstance(value, float) and math.isfinite(value) and value >= 0
+
+
 def read_allocator_stats(raw: object) -> tuple[dict[str, int | float], list[str]]:
     """Keep the known keys that hold usable numbers.
 
@@ -173,8 +184,7 @@ def read_allocator_stats(raw: object) -> tuple[dict[str, int | float], list[str]
         if key not in raw:
             continue
         value = raw[key]
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or \
-                not math.isfinite(value) or value < 0:
+        if not _is_count(value):
             problems.append(f"allocator key {key} holds {value!r}, expected a count")
             continue
         values[key] = value

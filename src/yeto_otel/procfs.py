@@ -76,16 +76,19 @@ def parse_kb_fields(path: str, data: bytes, wanted: dict[bytes, str]) -> tuple[d
     found: dict[str, int] = {}
     problems: list[str] = []
     remaining = len(wanted)
-    for line in data.split(b"\n"):
+    lines = data.split(b"\n")
+    if lines[-1]:
+        lines.pop()  # no final newline: the text was cut mid-line, and so maybe mid-value
+    for line in lines:
         key, sep, rest = line.partition(b":")
         target = wanted.get(key) if sep else None
         if target is None or target in found:
             continue
         fields = rest.split()
         try:
-            number = int(fields[0])
-            if number < 0:
+            if not fields[0].isdigit():  # the kernel writes plain decimal digits only
                 raise ValueError
+            number = int(fields[0])
             scale = 1024 if len(fields) > 1 and fields[1] == b"kB" else 1
         except (IndexError, ValueError):
             problems.append(f"{path}: {key.decode(errors='replace')} is not a number: "

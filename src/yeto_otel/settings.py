@@ -68,10 +68,9 @@ def _parse_node_metrics(value: str) -> str:
 def _parse_rank(value: str) -> int | None:
     if value == "":
         return None
-    number = int(value, 10)
-    if number < 0:
-        raise ValueError("must not be negative")
-    return number
+    if not (value.isascii() and value.isdigit()):
+        raise ValueError("expected a non-negative integer")
+    return int(value)
 
 
 def _parse_positive_rank(value: str) -> int | None:

@@ -89,12 +89,12 @@ class CensusReader:
 
     def _read_allocator(self, values: dict[str, Quantity]) -> None:
         try:
-            raw = self.allocator.query()
-        except Exception as exc:  # a user-supplied callable may raise anything
+            # A user-supplied callable may raise anything, or return a mapping that does.
+            stats, problems = read_allocator_stats(self.allocator.query())
+        except Exception as exc:
             self.ledger.record(Source.ALLOCATOR.label, f"{self.allocator.name} raised "
                                f"{type(exc).__name__}: {exc}")
             return
-        stats, problems = read_allocator_stats(raw)
         if problems:
             self.ledger.record(Source.ALLOCATOR.label, "; ".join(problems))
         self.evidence.observe(stats)

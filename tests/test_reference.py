@@ -1,0 +1,28 @@
+import pathlib
+
+from yeto_otel.census_table import CENSUS
+from yeto_otel.reference import main, render_all
+from yeto_otel.settings import SETTINGS
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def test_committed_docs_match_the_code():
+    assert main(["--check", "--root", str(ROOT)]) == 0, \
+        "docs drifted from the code: run python -m yeto_otel.reference"
+
+
+def test_check_fails_on_drift(tmp_path):
+    for relative, text in render_all().items():
+        (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / relative).write_text(text.replace("yeto.process.memory.rss", "rss", 1))
+    assert main(["--check", "--root", str(tmp_path)]) == 1
+
+
+def test_every_name_is_documented():
+    docs = render_all()
+    for m in CENSUS:
+        assert f"`{m.name}`" in docs["docs/metrics.md"]
+        assert f"`{m.step_log_key}`" in docs["docs/metrics.md"]
+    for s in SETTINGS:
+        assert f"`{s.name}`" in docs["docs/settings.md"]

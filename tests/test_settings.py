@@ -1,0 +1,150 @@
+"""Every setting: accepted values, a bad value naming the variable, the value and what is
+accepted; defaults; which process reports node metrics."""
+
+from __future__ import annotations
+
+import pytest
+
+from yeto_otel.settings import (
+    OTEL_DEFAULTS,
+    SETTINGS,
+    Settings,
+    SettingsError,
+    apply_otel_defaults,
+    load_settings,
+)
+
+ACCEPTED = {
+    "YETO_OTEL_HOST_ALLOCATOR": [
+        ("auto", "auto"), ("cuda", "cuda"), ("npu", "npu"), ("none", "none"),
+        ("my_pkg.stats:host_stats", "my_pkg.stats:host_stats"),
+        ("mod:Class.method", "mod:Class.method"), ("_m:_f", "_m:_f"),
+        ("  cuda\n", "cuda"),
+    ],
+    "YETO_OTEL_NODE_METRICS": [("auto", "auto"), ("on", "on"), ("off", "off"), (" off ", "off")],
+    "YETO_DILOCO_HOST_MEM_CENSUS": [("0", False), ("1", True), ("", False), (" 1 ", True)],
+    "RANK": [("0", 0), ("7", 7), ("1023", 1023), ("", None), (" 3 ", 3)],
+    "LOCAL_RANK": [("0", 0), ("3", 3), ("", None)],
+    "WORLD_SIZE": [("1", 1), ("8", 8), ("4096", 4096), ("", None)],
+}
+
+REJECTED = {
+    "YETO_OTEL_HOST_ALLOCATOR": ["", "CUDA", "Auto", "torch", "rocm", "mod:", ":fn", "1mod:fn",
+                                 "mod:fn()", "mod::fn", "mod:fn:x", "mod fn", "mod-x:fn"],
+    "YETO_OTEL_NODE_METRICS": ["", "ON", "1", "0", "yes", "true", "auto,on"],
+    "YETO_DILOCO_HOST_MEM_CENSUS": ["true", "yes", "2", "on", "01", "-1"],
+    "RANK": ["-1", "abc", "1.5", "0x1", "1e3", "one"],
+    "LOCAL_RANK": ["-3", "x", "2.0"],
+    "WORLD_SIZE": ["0", "-2", "x", "8.0"],
+}
+
+FIELD = {
+    "YETO_OTEL_HOST_ALLOCATOR": "host_allocator",
+    "YETO_OTEL_NODE_METRICS": "node_metrics",
+    "YETO_DILOCO_HOST_MEM_CENSUS": "step_log_census",
+    "RANK": "rank",
+    "LOCAL_RANK": "local_rank",
+    "WORLD_SIZE": "world_size",
+}
+
+ACCEPTED_TEXT = {s.name: s.accepted for s in SETTINGS}
+
+
+def test_every_setting_is_covered_here():
+    # a new setting must come with accepted and rejected values in this file
+    names = {s.name for s in SETTINGS}
+    assert names == set(ACCEPTED) == set(REJECTED) == set(FIELD)
+
+
+@pytest.mark.parametrize("name, raw, expected",
+                         [(n, raw, exp) for n, cases in ACCEPTED.items() for raw, exp in cases])
+def test_accepted_values(name, raw, expected):
+    settings = load_settings({name: raw})
+    assert getattr(settings, FIELD[name]) == expected
+
+
+@pytest.mark.parametrize("name, raw", [(n, raw) for n, bad in REJECTED.items() for raw in bad])
+def test_rejected_values_name_variable_value_and_accepted(name, raw):
+    with pytest.raises(SettingsError) as info:
+        load_settings({name: raw})
+    err = info.value
+    assert isinstance(err, ValueError)
+    assert (err.name, err.value, err.accepted) == (name, raw, ACCEPTED_TEXT[name])
+    message = str(err)
+    assert message.startswith(f"{name}={raw!r} is not valid")
+    assert message.endswith(f"accepted: {ACCEPTED_TEXT[name]}")
+
+
+def test_defaults_when_nothing_is_set():
+    assert load_settings({}) == Settings()
+    s = Settings()
+    assert (s.host_allocator, s.node_metrics, s.step_log_census, s.rank, s.local_rank,
+            s.world_size) == ("auto", "auto", False, None, None, None)
+
+
+def test_defaults_match_the_table():
+    defaults = {s.name: s.default for s in SETTINGS}
+    assert defaults == {"YETO_OTEL_HOST_ALLOCATOR": "auto", "YETO_OTEL_NODE_METRICS": "auto",
+                        "YETO_DILOCO_HOST_MEM_CENSUS": "0", "RANK": None, "LOCAL_RANK": None,
+                        "WORLD_SIZE": None}
+
+
+def test_every_setting_is_documented():
+    for s in SETTINGS:
+        assert s.description.strip() and s.accepted.strip()
+
+
+def test_reads_the_process_environment(monkeypatch):
+    for name in FIELD:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("RANK", "5")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "16")
+    monkeypatch.setenv("YETO_OTEL_NODE_METRICS", "on")
+    monkeypatch.setenv("YETO_DILOCO_HOST_MEM_CENSUS", "1")
+    monkeypatch.setenv("YETO_OTEL_HOST_ALLOCATOR", "none")
+    assert load_settings() == Settings(host_allocator="none", node_metrics="on",
+                                       step_log_census=True, rank=5, local_rank=1, world_size=16)
+
+
+def test_bad_process_environment_raises(monkeypatch):
+    monkeypatch.setenv("YETO_OTEL_NODE_METRICS", "sometimes")
+    with pytest.raises(SettingsError, match="YETO_OTEL_NODE_METRICS='sometimes'"):
+        load_settings()
+
+
+def test_the_first_bad_setting_in_table_order_is_reported():
+    with pytest.raises(SettingsError) as info:
+        load_settings({"WORLD_SIZE": "0", "YETO_OTEL_NODE_METRICS": "maybe", "RANK": "x"})
+    assert info.value.name == "YETO_OTEL_NODE_METRICS"
+
+
+def test_unrelated_variables_are_ignored():
+    assert load_settings({"OTEL_SERVICE_NAME": "x", "YETO_OTEL_SOMETHING": "?"}) == Settings()
+
+
+@pytest.mark.parametrize("node_metrics, local_rank, expected", [
+    ("auto", None, True), ("auto", "0", True), ("auto", "3", False),
+    ("on", None, True), ("on", "0", True), ("on", "3", True),
+    ("off", None, False), ("off", "0", False), ("off", "3", False),
+])
+def test_reports_node_metrics(node_metrics, local_rank, expected):
+    env = {"YETO_OTEL_NODE_METRICS": node_metrics}
+    if local_rank is not None:
+        env["LOCAL_RANK"] = local_rank
+    assert load_settings(env).reports_node_metrics is expected
+
+
+def test_exactly_one_of_eight_local_ranks_reports_node_metrics_by_default():
+    reporters = [r for r in range(8) if load_settings({"LOCAL_RANK": str(r)}).reports_node_metrics]
+    assert reporters == [0]
+
+
+def test_apply_otel_defaults_fills_only_what_is_unset():
+    env = {"OTEL_METRICS_EXPORTER": "console"}
+    apply_otel_defaults(env)
+    assert env["OTEL_METRICS_EXPORTER"] == "console"
+    assert env["OTEL_TRACES_EXPORTER"] == "otlp"
+    assert env["OTEL_LOGS_EXPORTER"] == "otlp"
+    assert env["OTEL_METRIC_EXPORT_INTERVAL"] == "10000"
+    assert set(env) == set(OTEL_DEFAULTS)
