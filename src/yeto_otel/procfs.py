@@ -73,6 +73,35 @@ def parse_kb_fields(path: str, data: bytes, wanted: dict[bytes, str]) -> tuple[d
     Returns the values found (keyed by `wanted`'s values) and a list of problems: keys that
     are missing or whose value is not a number. Never raises on content.
     """
+    fast = _well_formed_fields(data, wanted)
+    if len(fast) == len(wanted):  # the usual case: one C-level scan, nothing to report
+        return {wanted[key]: value for key, value in fast.items()}, []
+    return _parse_carefully(path, data, wanted)
+
+
+def _well_formed_fields(data: bytes, keys) -> dict[bytes, int]:
+    """Each key's first line, when it is complete (ends in a newline) and plain digits.
+
+    str.find on a few kilobytes is several times faster than a regex or a split of every
+    line, and this runs for every file on every collection.
+    """
+    text = b"\n" + data
+    values: dict[bytes, int] = {}
+    for key in keys:
+        start = text.find(b"\n" + key + b":")
+        if start < 0:
+            continue
+        end = text.find(b"\n", start + 1)
+        if end < 0:
+            continue  # cut mid-line
+        fields = text[start + len(key) + 2:end].split()
+        if fields and fields[0].isdigit():
+            values[key] = int(fields[0]) * (1024 if len(fields) > 1 and fields[1] == b"kB" else 1)
+    return values
+
+
+def _parse_carefully(path: str, data: bytes, wanted: dict[bytes, str]) -> tuple[dict[str, int], list[str]]:
+    """Line by line, saying what is wrong with each wanted field that is missing or bad."""
     found: dict[str, int] = {}
     problems: list[str] = []
     remaining = len(wanted)

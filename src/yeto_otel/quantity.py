@@ -9,7 +9,6 @@ never fired. Quantities refuse such arithmetic with a `TypeError` that says why.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
 from numbers import Real
 
 __all__ = ["Kind", "Quantity"]
@@ -28,12 +27,30 @@ class Kind(enum.Enum):
 _LEVELS = (Kind.GAUGE, Kind.HIGH_WATER_MARK)
 
 
-@dataclass(frozen=True)
 class Quantity:
-    name: str
-    value: int | float
-    kind: Kind
-    unit: str
+    """A value with its name, kind and unit. Immutable by convention: a plain slotted class,
+    because the census builds a few dozen per collection and a frozen dataclass costs several
+    times more to construct."""
+
+    __slots__ = ("name", "value", "kind", "unit")
+
+    def __init__(self, name: str, value: int | float, kind: Kind, unit: str):
+        self.name = name
+        self.value = value
+        self.kind = kind
+        self.unit = unit
+
+    def __repr__(self) -> str:
+        return f"Quantity({self.name!r}, {self.value!r}, {self.kind}, {self.unit!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Quantity):
+            return NotImplemented
+        return (self.name, self.value, self.kind, self.unit) == \
+            (other.name, other.value, other.kind, other.unit)
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.value, self.kind, self.unit))
 
     def _combine(self, other: object, op: str, sign: int) -> "Quantity":
         if isinstance(other, Quantity):
