@@ -3,6 +3,7 @@ import pathlib
 from yeto_otel.census_table import CENSUS
 from yeto_otel.reference import main, render_all
 from yeto_otel.settings import SETTINGS
+from yeto_otel.span_table import SPANS
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -26,3 +27,7 @@ def test_every_name_is_documented():
         assert f"`{m.step_log_key}`" in docs["docs/metrics.md"]
     for s in SETTINGS:
         assert f"`{s.name}`" in docs["docs/settings.md"]
+    for span in SPANS:
+        assert f"## `{span.name}`" in docs["docs/spans.md"]
+        for attr in span.attributes:
+            assert f"`{attr.name}`" in docs["docs/spans.md"]

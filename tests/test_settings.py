@@ -23,6 +23,9 @@ ACCEPTED = {
     ],
     "YETO_OTEL_NODE_METRICS": [("auto", "auto"), ("on", "on"), ("off", "off"), (" off ", "off")],
     "YETO_DILOCO_HOST_MEM_CENSUS": [("0", False), ("1", True), ("", False), (" 1 ", True)],
+    "YETO_DILOCO_ANCHOR_DTYPE": [("float32", "float32"), ("bfloat16", "bfloat16"),
+                                 ("float16", "float16"), ("float64", "float64"), ("", None)],
+    "YETO_DILOCO_RESUME_ANCHOR_MMAP": [("0", False), ("1", True), ("", False)],
     "RANK": [("0", 0), ("7", 7), ("1023", 1023), ("", None), (" 3 ", 3)],
     "LOCAL_RANK": [("0", 0), ("3", 3), ("", None)],
     "WORLD_SIZE": [("1", 1), ("8", 8), ("4096", 4096), ("", None)],
@@ -33,6 +36,8 @@ REJECTED = {
                                  "mod:fn()", "mod::fn", "mod:fn:x", "mod fn", "mod-x:fn"],
     "YETO_OTEL_NODE_METRICS": ["", "ON", "1", "0", "yes", "true", "auto,on"],
     "YETO_DILOCO_HOST_MEM_CENSUS": ["true", "yes", "2", "on", "01", "-1"],
+    "YETO_DILOCO_ANCHOR_DTYPE": ["fp32", "bf16", "int8", "torch.float32", "Float32", "float"],
+    "YETO_DILOCO_RESUME_ANCHOR_MMAP": ["yes", "true", "2", "off"],
     "RANK": ["-1", "abc", "1.5", "0x1", "1e3", "one"],
     "LOCAL_RANK": ["-3", "x", "2.0"],
     "WORLD_SIZE": ["0", "-2", "x", "8.0"],
@@ -42,6 +47,8 @@ FIELD = {
     "YETO_OTEL_HOST_ALLOCATOR": "host_allocator",
     "YETO_OTEL_NODE_METRICS": "node_metrics",
     "YETO_DILOCO_HOST_MEM_CENSUS": "step_log_census",
+    "YETO_DILOCO_ANCHOR_DTYPE": "anchor_dtype",
+    "YETO_DILOCO_RESUME_ANCHOR_MMAP": "resume_anchor_mmap",
     "RANK": "rank",
     "LOCAL_RANK": "local_rank",
     "WORLD_SIZE": "world_size",
@@ -80,12 +87,14 @@ def test_defaults_when_nothing_is_set():
     s = Settings()
     assert (s.host_allocator, s.node_metrics, s.step_log_census, s.rank, s.local_rank,
             s.world_size) == ("auto", "auto", False, None, None, None)
+    assert (s.anchor_dtype, s.resume_anchor_mmap) == (None, True)
 
 
 def test_defaults_match_the_table():
     defaults = {s.name: s.default for s in SETTINGS}
     assert defaults == {"YETO_OTEL_HOST_ALLOCATOR": "auto", "YETO_OTEL_NODE_METRICS": "auto",
-                        "YETO_DILOCO_HOST_MEM_CENSUS": "0", "RANK": None, "LOCAL_RANK": None,
+                        "YETO_DILOCO_HOST_MEM_CENSUS": "0", "YETO_DILOCO_ANCHOR_DTYPE": None,
+                        "YETO_DILOCO_RESUME_ANCHOR_MMAP": "1", "RANK": None, "LOCAL_RANK": None,
                         "WORLD_SIZE": None}
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Callable, Mapping
 
 __all__ = [
+    "ANCHOR_DTYPES",
     "OTEL_DEFAULTS",
     "SETTINGS",
     "apply_otel_defaults",
@@ -57,6 +58,18 @@ def _parse_allocator(value: str) -> str:
     if value in ("auto", "cuda", "npu", "none") or _CALLABLE_REF.match(value):
         return value
     raise ValueError("expected auto, cuda, npu, none or module:function")
+
+
+# Floating dtypes an anchor may be stored in, by torch's own names (torch.float32 -> "float32").
+ANCHOR_DTYPES = ("float32", "bfloat16", "float16", "float64")
+
+
+def _parse_anchor_dtype(value: str) -> str | None:
+    if value == "":
+        return None
+    if value in ANCHOR_DTYPES:
+        return value
+    raise ValueError("not an anchor dtype")
 
 
 def _parse_node_metrics(value: str) -> str:
@@ -109,6 +122,24 @@ SETTINGS: tuple[Setting, ...] = (
         _parse_switch,
     ),
     Setting(
+        "YETO_DILOCO_ANCHOR_DTYPE",
+        None,
+        ", ".join(f"`{name}`" for name in ANCHOR_DTYPES),
+        "dtype `save_resume_anchors` stores anchors in when its `dtype` argument is not given. "
+        "Unset: the tensors' own dtype (the broadcast dtype, FP32 for an int4/int8 push "
+        "session). `bfloat16` halves resident anchors but rounds `local - anchor` and the "
+        "resume's `global_new + (local - anchor_old)`: opt in knowingly.",
+        _parse_anchor_dtype,
+    ),
+    Setting(
+        "YETO_DILOCO_RESUME_ANCHOR_MMAP",
+        "1",
+        "`0` or `1`",
+        "`1`: `load_resume_anchors` maps the anchor file (`torch.load(mmap=True)`), so shards the "
+        "resume never reads stay out of memory. `0`: read the whole file eagerly, as before.",
+        _parse_switch,
+    ),
+    Setting(
         "RANK",
         None,
         "an integer >= 0",
@@ -141,6 +172,8 @@ class Settings:
     host_allocator: str = "auto"
     node_metrics: str = "auto"
     step_log_census: bool = False
+    anchor_dtype: str | None = None
+    resume_anchor_mmap: bool = True
     rank: int | None = None
     local_rank: int | None = None
     world_size: int | None = None
@@ -156,6 +189,8 @@ _FIELDS = {
     "YETO_OTEL_HOST_ALLOCATOR": "host_allocator",
     "YETO_OTEL_NODE_METRICS": "node_metrics",
     "YETO_DILOCO_HOST_MEM_CENSUS": "step_log_census",
+    "YETO_DILOCO_ANCHOR_DTYPE": "anchor_dtype",
+    "YETO_DILOCO_RESUME_ANCHOR_MMAP": "resume_anchor_mmap",
     "RANK": "rank",
     "LOCAL_RANK": "local_rank",
     "WORLD_SIZE": "world_size",

@@ -1,0 +1,171 @@
+"""`load_resume_anchors` and `ResumeAnchors`: the anchors of a resume, inside a residency span.
+
+    with load_resume_anchors(path) as anchors:
+        for fragment in fragments_moved_past:
+            catch_up(fragment, anchors.tensors)
+            anchors.fragment_done(fragment.id)
+
+The `yeto.resume.anchors` span covers the residency window, from the load until the block
+ends; its child `yeto.resume.anchors.load` covers the load call. Inside the block the span is
+the current one, so the catch-up's own spans nest under it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from opentelemetry import context, trace
+from opentelemetry.trace import Status, StatusCode
+
+from ..procfs import ProcFile, ProcReadError, parse_kb_fields
+from .. import span_table as names
+from ..settings import load_settings
+from ..version import __version__
+from .errors import AnchorLoadError
+from .load import MMAP, choose_mode, load_tensors
+from .residency import ResidencyProbe
+
+__all__ = ["ResumeAnchors", "load_resume_anchors"]
+
+_log = logging.getLogger("yeto_otel.anchors")
+
+SPAN = names.RESUME_ANCHORS.name
+LOAD_SPAN = names.RESUME_ANCHORS_LOAD.name
+FRAGMENT_EVENT = names.FRAGMENT_DONE.name
+
+
+class _Anonymous:
+    """This process's anonymous memory (smaps_rollup `Anonymous`), read twice per resume."""
+
+    def __init__(self) -> None:
+        self._file = ProcFile("/proc/self/smaps_rollup")
+
+    def read(self) -> int | None:
+        try:
+            found, _ = parse_kb_fields(self._file.path, self._file.read(), {b"Anonymous": "a"})
+        except ProcReadError:
+            return None
+        finally:
+            self._file.close()
+        return found.get("a")
+
+
+def _dtype_of(tensors: dict, recorded: str | None) -> str:
+    if recorded:
+        return recorded
+    dtypes = {str(t.dtype).removeprefix("torch.") for t in tensors.values()}
+    return dtypes.pop() if len(dtypes) == 1 else ("mixed" if dtypes else "none")
+
+
+class ResumeAnchors:
+    """The loaded anchors and their residency window. Use as a context manager (or `close()`)."""
+
+    def __init__(self, *, path: str, tensors: dict, mode: str, file_size: int, span,
+                 probe: ResidencyProbe | None, anonymous: _Anonymous, anonymous_before: int | None):
+        self.path = path
+        self.load_mode = mode
+        self.file_size = file_size
+        self._tensors: dict | None = tensors
+        self._span = span
+        self._probe = probe
+        self._anonymous = anonymous
+        self._anonymous_before = anonymous_before
+        self._token = None
+        self._fragments = 0
+
+    @property
+    def tensors(self) -> dict:
+        if self._tensors is None:
+            raise RuntimeError(f"resume anchors of {self.path} were released when the block ended")
+        return self._tensors
+
+    @property
+    def span(self):
+        return self._span
+
+    def bytes_touched(self) -> int | None:
+        """Bytes of the anchors resident in this process now (eager: all bytes read)."""
+        if self._probe is None:
+            return self.file_size
+        residency = self._probe.measure()
+        return residency.bytes_touched if residency is not None else None
+
+    def fragment_done(self, fragment_id) -> None:
+        """The catch-up finished one fragment: an event with the bytes touched so far."""
+        attributes = {names.FRAGMENT_ID.name: fragment_id}
+        touched = self.bytes_touched()
+        if touched is not None:
+            attributes[names.ANCHORS_BYTES_TOUCHED.name] = touched
+        self._fragments += 1
+        self._span.add_event(FRAGMENT_EVENT, attributes)
+
+    def __enter__(self) -> "ResumeAnchors":
+        self._token = context.attach(trace.set_span_in_context(self._span))
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self._finish(exc)
+
+    def close(self) -> None:
+        self._finish(None)
+
+    def _finish(self, exc: BaseException | None) -> None:
+        if self._tensors is None:
+            return
+        span = self._span
+        touched = self.bytes_touched()
+        if touched is not None:
+            span.set_attribute(names.ANCHORS_BYTES_TOUCHED.name, touched)
+        elif self._probe is not None and self._probe.error:
+            span.set_attribute(names.ANCHORS_RESIDENCY_ERROR.name, self._probe.error)
+        anonymous_now = self._anonymous.read()
+        if anonymous_now is not None and self._anonymous_before is not None:
+            span.set_attribute(names.ANCHORS_ANONYMOUS_DELTA.name, anonymous_now - self._anonymous_before)
+        span.set_attribute(names.ANCHORS_FRAGMENTS_DONE.name, self._fragments)
+        if exc is not None:
+            span.record_exception(exc)
+            span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+        self._tensors = None  # drop our references: the mapping goes with the last tensor
+        if self._token is not None:
+            context.detach(self._token)
+            self._token = None
+        span.end()
+
+
+def load_resume_anchors(path: str | os.PathLike, *, tracer_provider=None) -> ResumeAnchors:
+    """Load the anchor file at `path`, mapped unless YETO_DILOCO_RESUME_ANCHOR_MMAP=0.
+
+    Raises AnchorLoadError (recorded on the span, status ERROR) for a missing, truncated,
+    corrupt or foreign file, or one whose pickle would run code; never returns partial anchors.
+    """
+    settings = load_settings()
+    path = os.fspath(path)
+    tracer = trace.get_tracer("yeto_otel.anchors", __version__, tracer_provider)
+    anonymous = _Anonymous()
+    anonymous_before = anonymous.read()
+    span = tracer.start_span(SPAN, attributes={names.ANCHORS_PATH.name: os.path.abspath(path)})
+    try:
+        with trace.use_span(span, end_on_exit=False), \
+                tracer.start_as_current_span(LOAD_SPAN) as load_span:
+            mode, size = choose_mode(path, mmap_enabled=settings.resume_anchor_mmap)
+            span.set_attributes({names.ANCHORS_FILE_SIZE.name: size, names.ANCHORS_LOAD_MODE.name: mode})
+            tensors, recorded = load_tensors(path, mode)
+            probe = ResidencyProbe(path) if mode == MMAP else None
+            residency = probe.measure() if probe is not None else None
+            load_span.set_attribute(names.ANCHORS_TENSOR_COUNT.name, len(tensors))
+    except BaseException as exc:
+        span.record_exception(exc)
+        span.set_status(Status(StatusCode.ERROR, getattr(exc, "reason", None) or
+                               f"{type(exc).__name__}: {exc}"))
+        span.end()
+        raise
+    span.set_attributes({
+        names.ANCHORS_DTYPE.name: _dtype_of(tensors, recorded),
+        names.ANCHORS_TENSOR_COUNT.name: len(tensors),
+        names.ANCHORS_BYTES_MAPPED.name: residency.bytes_mapped if residency is not None else 0,
+    })
+    if probe is not None and residency is None:
+        _log.warning("cannot measure the residency of %s: %s", path, probe.error)
+    return ResumeAnchors(path=path, tensors=tensors, mode=mode, file_size=size, span=span,
+                         probe=probe, anonymous=anonymous, anonymous_before=anonymous_before)

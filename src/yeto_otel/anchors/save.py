@@ -1,0 +1,124 @@
+"""`save_resume_anchors`: an atomic, page-aligned anchor file with its dtype recorded."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import tempfile
+from collections.abc import Mapping
+
+from ..settings import load_settings, parse_setting
+from .file_format import payload
+
+__all__ = ["save_resume_anchors"]
+
+_log = logging.getLogger("yeto_otel.anchors")
+PAGE_ALIGNMENT = 4096
+
+
+def _dtype_name(dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _resolve_dtype(dtype, tensors: Mapping):
+    import torch
+
+    if dtype is None:
+        name = load_settings().anchor_dtype  # YETO_DILOCO_ANCHOR_DTYPE, validated there
+        if name is not None:
+            return getattr(torch, name)
+        return None
+    if isinstance(dtype, str):
+        return getattr(torch, parse_setting("YETO_DILOCO_ANCHOR_DTYPE", dtype))
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"dtype must be a floating torch.dtype or its name, got {dtype!r}")
+    return dtype
+
+
+@contextlib.contextmanager
+def _page_aligned_storages():
+    from torch.utils.serialization import config
+
+    previous = config.save.storage_alignment
+    config.save.storage_alignment = PAGE_ALIGNMENT
+    try:
+        yield
+    finally:
+        config.save.storage_alignment = previous
+
+
+def _prepared(tensor, dtype):
+    import torch
+
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"expected a tensor, got {type(tensor).__name__}")
+    out = tensor.detach().to(device="cpu", dtype=dtype or tensor.dtype).contiguous()
+    # torch.save writes a view's whole storage: give each anchor a storage of its own size.
+    if out.untyped_storage().nbytes() != out.numel() * out.element_size():
+        out = out.clone()
+    return out
+
+
+def save_resume_anchors(path: str | os.PathLike, tensors: Mapping[str, object], *,
+                        dtype=None) -> None:
+    """Write `tensors` (name -> tensor) as the anchor file at `path`.
+
+    Anchor dtype: `dtype` (a torch.dtype or its name), else YETO_DILOCO_ANCHOR_DTYPE, else
+    each tensor's own. The file appears under `path` only once complete (temp file in the
+    same directory, fsync, rename), so a crash mid-save leaves the previous file, or none.
+    """
+    import torch
+
+    if not isinstance(tensors, Mapping):
+        raise TypeError(f"tensors must be a mapping of name -> tensor, got {type(tensors).__name__}")
+    target_dtype = _resolve_dtype(dtype, tensors)
+    prepared = {}
+    for name, tensor in tensors.items():
+        if not isinstance(name, str):
+            raise TypeError(f"anchor names must be str, got {name!r}")
+        prepared[name] = _prepared(tensor, target_dtype)
+    dtypes = {t.dtype for t in prepared.values()}
+    recorded = _dtype_name(dtypes.pop()) if len(dtypes) == 1 else (
+        "mixed" if dtypes else _dtype_name(target_dtype or torch.get_default_dtype()))
+
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; give the file a normal mode
+        with os.fdopen(fd, "wb") as f, _page_aligned_storages():
+            torch.save(payload(prepared, recorded), f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    _fsync_directory(directory)
+
+
+def _umask() -> int:
+    # Read, not set-and-restore: os.umask() would change it for every thread for a moment.
+    try:
+        with open("/proc/self/status", "rb") as status:
+            for line in status:
+                if line.startswith(b"Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o022
+
+
+def _fsync_directory(directory: str) -> None:
+    try:
+        dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(dir_fd)
+    except OSError as exc:  # some filesystems refuse fsync on directories
+        _log.debug("fsync of %s failed: %s", directory, exc)
+    finally:
+        os.close(dir_fd)
