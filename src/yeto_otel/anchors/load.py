@@ -7,6 +7,7 @@ eagerly with a warning rather than lost; anything else is refused.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import pickle
@@ -60,7 +61,9 @@ def load_tensors(path: str, mode: str) -> tuple[dict, str | None]:
     import torch
 
     try:
-        content = torch.load(path, mmap=(mode == MMAP), weights_only=True, map_location="cpu")
+        with _torch_path(path) as torch_path:
+            content = torch.load(torch_path, mmap=(mode == MMAP), weights_only=True,
+                                 map_location="cpu")
     except pickle.UnpicklingError as exc:
         raise AnchorLoadError(path, "refused: the file's pickle would run code or build "
                                     f"objects other than tensors (weights_only): "
@@ -68,6 +71,20 @@ def load_tensors(path: str, mode: str) -> tuple[dict, str | None]:
     except Exception as exc:  # torch raises RuntimeError, EOFError, ValueError, zip errors...
         raise AnchorLoadError(path, f"{type(exc).__name__}: {_first_line(exc)}") from exc
     return tensors_of(content, path)
+
+
+@contextlib.contextmanager
+def _torch_path(path: str):
+    """The path to give torch.load. torch hands any name ending in .safetensors to the
+    safetensors reader; an anchor file so named is reached through its descriptor instead."""
+    if not path.endswith(".safetensors"):
+        yield path
+        return
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        yield f"/proc/self/fd/{fd}"
+    finally:
+        os.close(fd)
 
 
 def _first_line(exc: BaseException) -> str:

@@ -53,6 +53,7 @@ class ResidencyProbe:
         try:
             st = os.stat(path)
             self._dev, self._ino = (os.major(st.st_dev), os.minor(st.st_dev)), st.st_ino
+            self._real_path = os.fsencode(os.path.realpath(path))
         except OSError as exc:
             self.error = f"{type(exc).__name__}: {exc}"
             self._dev, self._ino = None, None
@@ -64,9 +65,14 @@ class ResidencyProbe:
         with open(self._maps, "rb") as maps:
             for line in maps:
                 fields = line.split(None, 5)
-                if len(fields) < 5 or int(fields[4]) != self._ino:
+                if len(fields) < 5:
                     continue
-                if _device_numbers(fields[3].decode()) != self._dev:
+                same_inode = int(fields[4]) == self._ino and \
+                    _device_numbers(fields[3].decode()) == self._dev
+                # On overlayfs maps may show the backing file's device and inode, not the
+                # ones stat() gives: fall back to the path (a deleted file shows "(deleted)").
+                same_path = len(fields) == 6 and fields[5].rstrip(b"\n") == self._real_path
+                if not (same_inode or same_path):
                     continue
                 start, end = (int(x, 16) for x in fields[0].split(b"-"))
                 found.append(FileMapping(start, end))

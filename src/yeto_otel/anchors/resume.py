@@ -141,12 +141,16 @@ def load_resume_anchors(path: str | os.PathLike, *, tracer_provider=None) -> Res
     """
     settings = load_settings()
     path = os.fspath(path)
+    # Import torch before the "before" reading, or a first use of torch in the process would
+    # count torch's own import (~300 MB) as anchor memory.
+    import torch  # noqa: F401
     tracer = trace.get_tracer("yeto_otel.anchors", __version__, tracer_provider)
     anonymous = _Anonymous()
     anonymous_before = anonymous.read()
     span = tracer.start_span(SPAN, attributes={names.ANCHORS_PATH.name: os.path.abspath(path)})
     try:
-        with trace.use_span(span, end_on_exit=False), \
+        with trace.use_span(span, end_on_exit=False, record_exception=False,
+                            set_status_on_exception=False), \
                 tracer.start_as_current_span(LOAD_SPAN) as load_span:
             mode, size = choose_mode(path, mmap_enabled=settings.resume_anchor_mmap)
             span.set_attributes({names.ANCHORS_FILE_SIZE.name: size, names.ANCHORS_LOAD_MODE.name: mode})

@@ -53,6 +53,10 @@ def _prepared(tensor, dtype):
 
     if not isinstance(tensor, torch.Tensor):
         raise TypeError(f"expected a tensor, got {type(tensor).__name__}")
+    if not tensor.is_floating_point():
+        # Anchors are the floating-point weights an island pushed from; an integer tensor here
+        # is a caller's mistake, and a dtype conversion would silently hide it.
+        raise TypeError(f"anchors must be floating-point tensors, got {tensor.dtype}")
     out = tensor.detach().to(device="cpu", dtype=dtype or tensor.dtype).contiguous()
     # torch.save writes a view's whole storage: give each anchor a storage of its own size.
     if out.untyped_storage().nbytes() != out.numel() * out.element_size():

@@ -26,8 +26,16 @@ class _Loader(importlib.abc.Loader):
         return self._inner.create_module(spec)
 
     def exec_module(self, module):
+        # The module keeps its real loader (resources, is_package, get_data...): we only
+        # needed to run after its code.
+        module.__loader__ = self._inner
+        if module.__spec__ is not None:
+            module.__spec__.loader = self._inner
         self._inner.exec_module(module)
         self._on_loaded(module)
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
 
 
 class ImportWatch(importlib.abc.MetaPathFinder):

@@ -1,0 +1,150 @@
+"""A real crash mid-save (os._exit from the writer, SIGKILL) never leaves a half file under the
+final name: it holds the previous complete file, or nothing."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from anchor_testkit import sha256
+from yeto_otel.anchors import load_resume_anchors, save_resume_anchors
+
+MiB = 1 << 20
+NEW_SHARDS = 16  # 16 MiB written by the child
+
+CHILD = r"""
+import os, sys
+import torch
+from yeto_otel.anchors import save_resume_anchors
+
+path, how, limit = sys.argv[1], sys.argv[2], int(sys.argv[3])
+real_save = torch.save
+
+
+class DiesMidWrite:
+    def __init__(self, f):
+        self.f, self.written = f, 0
+
+    def write(self, data):
+        n = self.f.write(data)
+        self.written += len(data)
+        if limit and self.written > limit:
+            self.f.flush()  # the half file is really on disk under its temp name
+            if how == "exit":
+                os._exit(17)
+            print("blocked", flush=True)
+            sys.stdin.read()  # wait here until the parent kills us
+            os._exit(18)
+        return n
+
+    def flush(self):
+        self.f.flush()
+
+
+def dying_save(obj, f, *args, **kwargs):
+    return real_save(obj, DiesMidWrite(f), *args, **kwargs)
+
+
+if limit:
+    torch.save = dying_save
+print("saving", flush=True)
+save_resume_anchors(path, {f"new.{i}": torch.full((%d,), -1.0) for i in range(%d)})
+print("finished", flush=True)
+""" % (MiB // 4, NEW_SHARDS)
+
+
+def _previous(directory):
+    path = directory / "anchors.pt"
+    tensors = {f"old.{i}": torch.full((1024,), float(i)) for i in range(4)}
+    save_resume_anchors(path, tensors)
+    return path, sha256(path)
+
+
+def _spawn(path, how, limit):
+    return subprocess.Popen([sys.executable, "-c", CHILD, str(path), how, str(limit)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def _temp_files(directory):
+    return [n for n in os.listdir(directory) if n.startswith(".anchors.pt.") and n.endswith(".tmp")]
+
+
+def _assert_previous_intact(path, digest):
+    assert sha256(path) == digest
+    with load_resume_anchors(path) as anchors:
+        assert sorted(anchors.tensors) == [f"old.{i}" for i in range(4)]
+        assert float(anchors.tensors["old.3"][0]) == 3.0
+
+
+@pytest.mark.parametrize("previous", [True, False], ids=["over_previous", "first_save"])
+def test_process_exit_mid_write_keeps_the_previous_file(tmp_path, previous):
+    path, digest = _previous(tmp_path) if previous else (tmp_path / "anchors.pt", None)
+    child = _spawn(path, "exit", 4 * MiB)
+    out, err = child.communicate(timeout=120)
+    assert child.returncode == 17, err
+    assert "finished" not in out
+    temps = _temp_files(tmp_path)
+    assert len(temps) == 1 and os.path.getsize(tmp_path / temps[0]) > 4 * MiB  # it died mid-file
+    if previous:
+        _assert_previous_intact(path, digest)
+    else:
+        assert not path.exists()
+
+
+@pytest.mark.parametrize("previous", [True, False], ids=["over_previous", "first_save"])
+def test_sigkill_mid_write_keeps_the_previous_file(tmp_path, previous):
+    path, digest = _previous(tmp_path) if previous else (tmp_path / "anchors.pt", None)
+    child = _spawn(path, "block", 8 * MiB)
+    try:
+        assert child.stdout.readline().strip() == "saving"
+        assert child.stdout.readline().strip() == "blocked", child.stderr.read()
+        temps = _temp_files(tmp_path)
+        assert len(temps) == 1 and os.path.getsize(tmp_path / temps[0]) > 8 * MiB
+        child.send_signal(signal.SIGKILL)
+    finally:
+        child.kill()
+        child.communicate(timeout=60)
+    assert child.returncode == -signal.SIGKILL
+    if previous:
+        _assert_previous_intact(path, digest)
+    else:
+        assert not path.exists()
+
+
+def test_sigkill_at_any_moment_leaves_a_complete_file(tmp_path):
+    # No patching: kill an ordinary save as soon as its temp file shows up. Whether the kill
+    # lands mid-write or after the rename, the final name holds one complete file.
+    path, digest = _previous(tmp_path)
+    child = _spawn(path, "none", 0)
+    try:
+        assert child.stdout.readline().strip() == "saving"
+        deadline = time.monotonic() + 60
+        while not _temp_files(tmp_path) and child.poll() is None:
+            assert time.monotonic() < deadline, "the temp file never appeared"
+            time.sleep(0.0005)  # polling interval, not synchronisation
+        child.send_signal(signal.SIGKILL)  # a no-op if the save already finished
+    finally:
+        child.kill()
+        _, err = child.communicate(timeout=60)
+    assert child.returncode in (0, -signal.SIGKILL), err
+    if sha256(path) == digest:
+        _assert_previous_intact(path, digest)
+    else:  # the save had already completed
+        with load_resume_anchors(path) as anchors:
+            assert len(anchors.tensors) == NEW_SHARDS
+            assert float(anchors.tensors[f"new.{NEW_SHARDS - 1}"][-1]) == -1.0
+
+
+def test_the_child_saves_normally_when_not_killed(tmp_path):
+    # The crash tests' child is a working save: the crash, not the script, stops it.
+    path = tmp_path / "anchors.pt"
+    child = _spawn(path, "none", 0)
+    out, err = child.communicate(timeout=120)
+    assert child.returncode == 0, err
+    assert out.split() == ["saving", "finished"]
+    assert os.path.getsize(path) > NEW_SHARDS * MiB and _temp_files(tmp_path) == []

@@ -1,0 +1,151 @@
+"""post_import.when_imported: a callback once a module is first imported, without importing it."""
+
+import importlib
+import importlib.resources
+import itertools
+import pkgutil
+import sys
+import threading
+
+import pytest
+
+from yeto_otel.instrumentation.post_import import ImportWatch, when_imported
+
+_names = itertools.count()
+
+
+@pytest.fixture
+def fresh_module(tmp_path, monkeypatch):
+    """The name of a module that exists on sys.path but has never been imported."""
+    name = f"yeto_fresh_module_{next(_names)}"
+    (tmp_path / f"{name}.py").write_text("EXECUTED = True\nVALUE = 41 + 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.invalidate_caches()
+    assert name not in sys.modules
+    yield name
+    sys.modules.pop(name, None)
+    for finder in [f for f in sys.meta_path if isinstance(f, ImportWatch) and f.name == name]:
+        sys.meta_path.remove(finder)
+
+
+def _watchers(name):
+    return [f for f in sys.meta_path if isinstance(f, ImportWatch) and f.name == name]
+
+
+def test_callback_runs_once_after_the_first_import(fresh_module):
+    seen = []
+    watch = when_imported(fresh_module, lambda m: seen.append((m, m.VALUE)))
+    assert isinstance(watch, ImportWatch)
+    assert fresh_module not in sys.modules  # watching does not import it
+    assert seen == [] and _watchers(fresh_module) == [watch]
+
+    module = importlib.import_module(fresh_module)
+    assert seen == [(module, 42)]  # after the module's code ran, with the module itself
+    assert _watchers(fresh_module) == []  # the watcher removed itself
+
+    importlib.import_module(fresh_module)
+    assert len(seen) == 1
+
+
+def test_callback_sees_the_module_fully_executed(fresh_module):
+    states = []
+    when_imported(fresh_module, lambda m: states.append(getattr(m, "EXECUTED", False)))
+    __import__(fresh_module)
+    assert states == [True]
+
+
+def test_module_reimported_after_removal_does_not_fire_again(fresh_module):
+    seen = []
+    when_imported(fresh_module, lambda m: seen.append(m))
+    importlib.import_module(fresh_module)
+    del sys.modules[fresh_module]
+    importlib.import_module(fresh_module)
+    assert len(seen) == 1
+
+
+def test_runs_immediately_when_already_imported(fresh_module):
+    module = importlib.import_module(fresh_module)
+    seen = []
+    assert when_imported(fresh_module, seen.append) is None
+    assert seen == [module]
+    assert _watchers(fresh_module) == []
+
+
+def test_cancel_removes_the_watcher_and_the_callback_never_runs(fresh_module):
+    seen = []
+    watch = when_imported(fresh_module, seen.append)
+    assert watch in sys.meta_path
+    watch.cancel()
+    assert watch not in sys.meta_path
+    watch.cancel()  # twice is harmless
+    module = importlib.import_module(fresh_module)
+    assert seen == [] and module.VALUE == 42
+
+
+def test_watch_does_not_change_other_imports_or_the_module(fresh_module, tmp_path):
+    other = f"{fresh_module}_other"
+    (tmp_path / f"{other}.py").write_text("X = 1\n")
+    importlib.invalidate_caches()
+    seen = []
+    watch = when_imported(fresh_module, seen.append)
+    try:
+        assert importlib.import_module(other).X == 1
+        assert seen == [] and watch in sys.meta_path
+        module = importlib.import_module(fresh_module)
+        assert module.__spec__.origin == str(tmp_path / f"{fresh_module}.py")
+        assert module.__file__ == module.__spec__.origin
+    finally:
+        sys.modules.pop(other, None)
+    assert seen == [module]
+
+
+def test_a_missing_module_is_still_missing(fresh_module):
+    name = f"{fresh_module}_does_not_exist"
+    seen = []
+    watch = when_imported(name, seen.append)
+    try:
+        with pytest.raises(ModuleNotFoundError):
+            importlib.import_module(name)
+        assert seen == []
+    finally:
+        watch.cancel()
+
+
+def test_concurrent_first_imports_fire_once(fresh_module):
+    seen = []
+    when_imported(fresh_module, seen.append)
+    barrier = threading.Barrier(4)
+
+    def worker():
+        barrier.wait()
+        importlib.import_module(fresh_module)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert not any(t.is_alive() for t in threads)
+    assert len(seen) == 1
+
+
+def test_watched_package_keeps_its_loaders_abilities(tmp_path, monkeypatch):
+    # `import torch` under opentelemetry-instrument goes through the watch: afterwards torch
+    # must still work with importlib.resources / pkgutil, which ask the module's loader.
+    name = f"yeto_fresh_package_{next(_names)}"
+    (tmp_path / name).mkdir()
+    (tmp_path / name / "__init__.py").write_text("X = 1\n")
+    (tmp_path / name / "data.txt").write_text("payload\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.invalidate_caches()
+    seen = []
+    watch = when_imported(name, seen.append)
+    try:
+        package = importlib.import_module(name)
+        assert seen == [package]
+        assert pkgutil.get_data(name, "data.txt") == b"payload\n"
+        assert importlib.resources.files(name).joinpath("data.txt").read_text() == "payload\n"
+        assert package.__spec__.loader.is_package(name) is True
+    finally:
+        watch.cancel()
+        sys.modules.pop(name, None)

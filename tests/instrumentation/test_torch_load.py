@@ -1,0 +1,267 @@
+"""TorchLoadInstrumentor: a `torch.load` span around every torch.load call; uninstrument()
+puts torch's own function back; torch is patched when imported later."""
+
+import io
+import json
+import math
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.serialization
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
+from opentelemetry.util._importlib_metadata import entry_points
+
+from yeto_otel import span_table
+from zero_code import console_exports, run_instrumented
+from yeto_otel.instrumentation import TorchLoadInstrumentor
+
+ORIGINAL_LOAD = torch.load
+ORIGINAL_SERIALIZATION_LOAD = torch.serialization.load
+DOCUMENTED = {a.name for a in span_table.TORCH_LOAD.attributes}
+
+
+@pytest.fixture
+def exporter():
+    return InMemorySpanExporter()
+
+
+@pytest.fixture
+def provider(exporter):
+    tp = TracerProvider()
+    tp.add_span_processor(SimpleSpanProcessor(exporter))
+    return tp
+
+
+@pytest.fixture
+def instrumented(provider):
+    inst = TorchLoadInstrumentor()  # a singleton: always uninstrument in teardown
+    inst.instrument(tracer_provider=provider)
+    yield inst
+    if inst.is_instrumented_by_opentelemetry:
+        inst.uninstrument()
+    assert torch.load is ORIGINAL_LOAD
+
+
+@pytest.fixture
+def checkpoint(tmp_path):
+    path = tmp_path / "ckpt.pt"
+    torch.save({"w": torch.randn(64, 64), "b": torch.randn(64)}, path)
+    return path
+
+
+def _load_spans(exporter):
+    return [s for s in exporter.get_finished_spans() if s.name == "torch.load"]
+
+
+def test_registered_as_an_opentelemetry_instrumentor():
+    eps = {ep.name: ep for ep in entry_points(group="opentelemetry_instrumentor")}
+    assert eps["yeto_torch_load"].load() is TorchLoadInstrumentor
+
+
+def test_torch_is_the_same_function_before_instrumenting():
+    assert ORIGINAL_LOAD is ORIGINAL_SERIALIZATION_LOAD
+
+
+def test_path_str_mapped(instrumented, exporter, checkpoint):
+    result = torch.load(str(checkpoint), mmap=True, weights_only=True)
+    assert torch.equal(result["b"], torch.load(checkpoint, weights_only=True)["b"])
+    first = _load_spans(exporter)[0]
+    size = os.path.getsize(checkpoint)
+    assert dict(first.attributes) == {
+        "yeto.torch_load.path": str(checkpoint),
+        "yeto.torch_load.file_size": size,
+        "yeto.torch_load.mmap": True,
+        "yeto.torch_load.bytes_mapped": math.ceil(size / 4096) * 4096,
+    }
+    assert set(first.attributes) <= DOCUMENTED
+    assert first.status.status_code is StatusCode.UNSET
+
+
+def test_pathlike_eager(instrumented, exporter, checkpoint):
+    torch.load(pathlib.Path(checkpoint), weights_only=True)
+    (span,) = _load_spans(exporter)
+    assert dict(span.attributes) == {"yeto.torch_load.path": str(checkpoint),
+                                     "yeto.torch_load.file_size": os.path.getsize(checkpoint),
+                                     "yeto.torch_load.mmap": False}
+
+
+def test_relative_path_is_recorded_absolute(instrumented, exporter, checkpoint, monkeypatch):
+    monkeypatch.chdir(checkpoint.parent)
+    torch.load(checkpoint.name, weights_only=True, mmap=True)
+    (span,) = _load_spans(exporter)
+    assert span.attributes["yeto.torch_load.path"] == str(checkpoint)
+
+
+def test_file_object(instrumented, exporter, checkpoint):
+    with open(checkpoint, "rb") as f:
+        torch.load(f, weights_only=True)
+    torch.load(io.BytesIO(checkpoint.read_bytes()), weights_only=True)
+    spans = _load_spans(exporter)
+    assert [dict(s.attributes) for s in spans] == [{"yeto.torch_load.mmap": False}] * 2
+
+
+def test_torch_serialization_load_is_traced_too(instrumented, exporter, checkpoint):
+    assert torch.serialization.load is torch.load
+    torch.serialization.load(checkpoint, weights_only=True)
+    assert len(_load_spans(exporter)) == 1
+
+
+def test_failing_load_records_the_error_and_reraises(instrumented, exporter, tmp_path):
+    missing = tmp_path / "missing.pt"
+    with pytest.raises(FileNotFoundError):
+        torch.load(missing, weights_only=True)
+    with open(tmp_path / "legacy.pt", "wb") as f:
+        torch.save({"a": torch.randn(2)}, f, _use_new_zipfile_serialization=False)
+    with pytest.raises(RuntimeError, match="mmap can only be used"):
+        torch.load(tmp_path / "legacy.pt", mmap=True, weights_only=True)
+    no_file, legacy = _load_spans(exporter)
+    for span, kind in ((no_file, "FileNotFoundError"), (legacy, "RuntimeError")):
+        assert span.status.status_code is StatusCode.ERROR
+        exceptions = [e for e in span.events if e.name == "exception"]
+        assert len(exceptions) == 1 and exceptions[0].attributes["exception.type"] == kind
+    assert "yeto.torch_load.file_size" not in no_file.attributes
+    assert no_file.attributes["yeto.torch_load.path"] == str(missing)
+    assert legacy.attributes["yeto.torch_load.mmap"] is True
+    assert "yeto.torch_load.bytes_mapped" not in legacy.attributes
+
+
+def test_wrapper_keeps_torchs_signature_and_doc(instrumented):
+    assert torch.load is not ORIGINAL_LOAD
+    assert torch.load.__wrapped__ is ORIGINAL_LOAD
+    assert torch.load.__name__ == "load" and torch.load.__doc__ == ORIGINAL_LOAD.__doc__
+
+
+def test_uninstrument_restores_torch_load_exactly(provider, exporter, checkpoint):
+    inst = TorchLoadInstrumentor()
+    inst.instrument(tracer_provider=provider)
+    try:
+        assert torch.load is not ORIGINAL_LOAD
+        assert torch.serialization.load is torch.load
+    finally:
+        inst.uninstrument()
+    assert torch.load is ORIGINAL_LOAD
+    assert torch.serialization.load is ORIGINAL_SERIALIZATION_LOAD
+    torch.load(checkpoint, weights_only=True)
+    assert _load_spans(exporter) == []
+
+
+def test_instrument_again_after_uninstrument(provider, exporter, checkpoint):
+    inst = TorchLoadInstrumentor()
+    for _ in range(2):
+        inst.instrument(tracer_provider=provider)
+        try:
+            torch.load(checkpoint, weights_only=True)
+        finally:
+            inst.uninstrument()
+        assert torch.load is ORIGINAL_LOAD
+    assert len(_load_spans(exporter)) == 2
+
+
+def test_resume_anchor_loads_nest_under_the_load_span(instrumented, provider, exporter, tmp_path):
+    from yeto_otel.anchors import load_resume_anchors, save_resume_anchors
+
+    path = tmp_path / "anchors.pt"
+    save_resume_anchors(path, {"a": torch.randn(100)})
+    with load_resume_anchors(path, tracer_provider=provider):
+        pass
+    spans = {s.name: s for s in exporter.get_finished_spans()}
+    assert spans["torch.load"].parent.span_id == spans["yeto.resume.anchors.load"].context.span_id
+    assert spans["torch.load"].attributes["yeto.torch_load.mmap"] is True
+    assert spans["torch.load"].attributes["yeto.torch_load.bytes_mapped"] > 0
+
+
+LATE_IMPORT = r"""
+import json, sys
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from yeto_otel.instrumentation import TorchLoadInstrumentor
+
+exporter = InMemorySpanExporter()
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(exporter))
+inst = TorchLoadInstrumentor()
+inst.instrument(tracer_provider=provider)
+report = {"torch_before": "torch" in sys.modules}
+import torch
+import torch.serialization
+report["wrapped"] = hasattr(torch.load, "__wrapped__")
+report["serialization_wrapped"] = torch.serialization.load is torch.load
+report["watchers_left"] = [type(f).__name__ for f in sys.meta_path if type(f).__name__ == "ImportWatch"]
+torch.save({"a": torch.ones(3)}, sys.argv[1])
+torch.load(sys.argv[1], weights_only=True, mmap=True)
+report["spans"] = [(s.name, dict(s.attributes)) for s in exporter.get_finished_spans()]
+original = torch.load.__wrapped__
+inst.uninstrument()
+report["restored"] = torch.load is original and torch.serialization.load is original
+print(json.dumps(report))
+"""
+
+
+def test_torch_imported_after_instrument_is_patched_on_import(tmp_path):
+    path = tmp_path / "late.pt"
+    done = subprocess.run([sys.executable, "-c", LATE_IMPORT, str(path)], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["torch_before"] is False
+    assert report["wrapped"] is True and report["serialization_wrapped"] is True
+    assert report["watchers_left"] == []
+    (name, attributes), = report["spans"]
+    assert name == "torch.load"
+    assert attributes["yeto.torch_load.path"] == str(path)
+    assert attributes["yeto.torch_load.mmap"] is True
+    assert attributes["yeto.torch_load.bytes_mapped"] > 0
+    assert report["restored"] is True
+
+
+UNINSTRUMENT_BEFORE_IMPORT = r"""
+import sys
+from yeto_otel.instrumentation import TorchLoadInstrumentor
+inst = TorchLoadInstrumentor()
+inst.instrument()
+inst.uninstrument()
+assert not [f for f in sys.meta_path if type(f).__name__ == "ImportWatch"]
+import torch
+assert not hasattr(torch.load, "__wrapped__"), "patched after uninstrument"
+print("ok")
+"""
+
+
+def test_uninstrument_before_torch_is_imported_leaves_torch_alone():
+    done = subprocess.run([sys.executable, "-c", UNINSTRUMENT_BEFORE_IMPORT], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["ok"]
+
+
+ZERO_CODE = r"""
+import sys
+assert "torch" not in sys.modules
+import torch
+torch.save({"a": torch.ones(8)}, PATH)
+torch.load(PATH, mmap=True, weights_only=True)
+print("trainer ran")
+"""
+
+
+def test_zero_code_traces_torch_load(tmp_path):
+    code = f"PATH = {str(tmp_path / 'zc.pt')!r}\n" + ZERO_CODE
+    result = run_instrumented(code, {"OTEL_TRACES_EXPORTER": "console",
+                                     "OTEL_METRICS_EXPORTER": "none",
+                                     "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "yeto_host_memory"})
+    assert result.returncode == 0, result.stderr
+    assert "trainer ran" in result.stdout
+    spans = [d for d in console_exports(result.stdout) if d.get("name") == "torch.load"]
+    assert len(spans) == 1
+    attributes = spans[0]["attributes"]
+    assert attributes["yeto.torch_load.path"] == str(tmp_path / "zc.pt")
+    assert attributes["yeto.torch_load.mmap"] is True
+    assert attributes["yeto.torch_load.bytes_mapped"] > 0
