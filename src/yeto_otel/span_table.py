@@ -48,8 +48,10 @@ ANCHORS_BYTES_MAPPED = Attr("yeto.anchors.bytes_mapped", "int (bytes)",
 ANCHORS_BYTES_TOUCHED = Attr(
     "yeto.anchors.bytes_touched", "int (bytes)",
     "Pages of the mapping resident in this process when the block ends (from "
-    "/proc/self/pagemap over the mapping's own range; equals smaps `Rss` for it). Eager: the "
-    "bytes read.")
+    "/proc/self/pagemap over the mapping's own range; equals smaps `Rss` for it). An upper "
+    "bound on the bytes the resume read: the kernel maps around each fault (64 KiB "
+    "fault-around, or a whole large page-cache folio). These pages are clean and reclaimable. "
+    "Eager: the bytes read.")
 ANCHORS_ANONYMOUS_DELTA = Attr(
     "yeto.anchors.anonymous_delta", "int (bytes)",
     "This process's anonymous memory (smaps_rollup `Anonymous`) when the block ends minus "

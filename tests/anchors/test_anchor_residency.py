@@ -21,6 +21,10 @@ def _shards(count: int, mib_each: int = 1) -> dict:
     return {f"shard.{i:04d}": torch.full((numel,), float(i)) for i in range(count)}
 
 
+# The largest page-cache folio the kernel maps on one fault (a PMD: 2 MiB on x86-64).
+FOLIO_MAX = 2 * MiB
+
+
 def test_bytes_touched_equals_smaps_rss_of_the_mapping(tmp_path, provider, exporter):
     path = tmp_path / "anchors.pt"
     save_resume_anchors(path, _shards(64))
@@ -35,8 +39,10 @@ def test_bytes_touched_equals_smaps_rss_of_the_mapping(tmp_path, provider, expor
     event = [e for e in span.events if e.name == "fragment_done"][-1]
     assert event.attributes["yeto.anchors.bytes_touched"] == rss
     assert span.attributes["yeto.anchors.bytes_touched"] == rss
-    assert 8 * MiB <= rss <= 8 * MiB + 8 * 2 * 64 * 1024  # the 8 shards, plus fault-around
-    assert rss < os.path.getsize(path) / 4
+    # The 8 shards, plus what the kernel maps around each fault: fault-around (64 KiB) or a
+    # whole large page-cache folio (up to 2 MiB) on either edge of a shard.
+    assert 8 * MiB <= rss <= 8 * MiB + 8 * 2 * FOLIO_MAX
+    assert rss < os.path.getsize(path) * 5 / 8
 
 
 def test_bytes_touched_grows_with_each_touched_shard_and_matches_smaps_each_time(tmp_path,
@@ -140,7 +146,7 @@ def test_mapped_anonymous_growth_is_a_small_fraction_of_eager(big_anchor_file):
     assert mapped_delta < eager_delta / 10
     # mapped: the whole file mapped, about 1/8 of it touched; eager: nothing mapped, all read
     assert m["yeto.anchors.bytes_mapped"] >= size
-    assert size / 8 <= m["yeto.anchors.bytes_touched"] < size / 8 + BIG_SHARDS // 8 * 2 * 64 * 1024
+    assert size / 8 <= m["yeto.anchors.bytes_touched"] <= size / 8 + BIG_SHARDS // 8 * 2 * FOLIO_MAX
     assert e["yeto.anchors.bytes_mapped"] == 0 and e["yeto.anchors.bytes_touched"] == size
 
 

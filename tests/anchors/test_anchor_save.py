@@ -151,8 +151,12 @@ def test_every_storage_starts_on_a_page(tmp_path):
     path = tmp_path / "a.pt"
     save_resume_anchors(path, tensors)
     offsets = storage_data_offsets(path)
-    assert len(offsets) == len(tensors)
+    assert len(offsets) == 2  # one flat storage per dtype: float32 and bfloat16
     assert {name: off % PAGE for name, off in offsets.items()} == {name: 0 for name in offsets}
+    # ...and inside it every anchor starts on a page of its own
+    content = torch.load(path, weights_only=True)
+    for name, dtype, offset, _shape in content["index"]:
+        assert offset * content["storages"][dtype].element_size() % PAGE == 0, name
 
 
 def test_plain_torch_save_is_not_page_aligned_so_the_check_can_fail(tmp_path):
@@ -202,9 +206,10 @@ def test_saved_file_is_the_anchor_format(tmp_path):
     save_resume_anchors(path, {"a": torch.randn(2)}, dtype="bfloat16")
     assert zipfile.is_zipfile(path)
     content = torch.load(path, weights_only=True)
-    assert content["yeto.resume_anchors"] == 1
+    assert content["yeto.resume_anchors"] == 2
     assert content["dtype"] == "bfloat16"
-    assert set(content["tensors"]) == {"a"}
+    assert set(content["storages"]) == {"bfloat16"}
+    assert [row[0] for row in content["index"]] == ["a"]
 
 
 # atomic write ------------------------------------------------------------------------------

@@ -49,8 +49,9 @@ def test_mapped_span_attributes(anchor_file, provider, exporter):
     assert attrs["yeto.anchors.bytes_mapped"] == math.ceil(size / PAGE) * PAGE
     touched = attrs["yeto.anchors.bytes_touched"]
     read = 4 * NUMEL * 4
-    assert read <= touched < read + N_TENSORS * 64 * 1024  # fault-around at most 64 KiB a shard
-    assert touched < size / 2
+    # the shards read, plus what the kernel maps around each fault (fault-around, or a whole
+    # large page-cache folio of up to 2 MiB at either edge of a shard): never the whole file
+    assert read <= touched <= min(read + 4 * 2 * 2 * 1024 * 1024, attrs["yeto.anchors.bytes_mapped"])
     assert isinstance(attrs["yeto.anchors.anonymous_delta"], int)
     assert attrs["yeto.anchors.fragments_done"] == 4
     assert span.status.status_code is StatusCode.UNSET

@@ -73,3 +73,29 @@ def test_missing_file_is_reported_not_raised(tmp_path):
     probe = ResidencyProbe(tmp_path / "gone.pt")
     assert probe.measure() is None
     assert "FileNotFoundError" in probe.error
+
+
+def test_pagemap_scan_and_pread_agree_on_a_real_mapping(tmp_path):
+    import mmap as mmap_module
+
+    path = tmp_path / "data.bin"
+    path.write_bytes(os.urandom(PAGE_SIZE * 64))
+    with open(path, "rb") as f:
+        mapping = mmap_module.mmap(f.fileno(), 0, prot=mmap_module.PROT_READ)
+    try:
+        for page in (0, 5, 6, 40):
+            mapping[page * PAGE_SIZE]
+        scanning = ResidencyProbe(path)
+        by_scan = scanning.measure()
+        reading = ResidencyProbe(path)
+        reading.scan_supported = False
+        by_pread = reading.measure()
+        assert by_scan == by_pread
+        assert by_scan.bytes_mapped == 64 * PAGE_SIZE
+        assert 4 * PAGE_SIZE <= by_scan.bytes_touched <= 64 * PAGE_SIZE
+        # cached ranges: same answer without rereading /proc/self/maps
+        mapping[63 * PAGE_SIZE]
+        assert scanning.measure(rescan=False) == scanning.measure()
+    finally:
+        mapping.close()
+    assert ResidencyProbe(path).measure().mappings == 0

@@ -9,7 +9,7 @@ import tempfile
 from collections.abc import Mapping
 
 from ..settings import load_settings, parse_setting
-from .file_format import payload
+from .file_format import flat_layout, payload
 
 __all__ = ["save_resume_anchors"]
 
@@ -48,20 +48,43 @@ def _page_aligned_storages():
         config.save.storage_alignment = previous
 
 
-def _prepared(tensor, dtype):
+def _checked(name, tensor, dtype):
     import torch
 
+    if not isinstance(name, str):
+        raise TypeError(f"anchor names must be str, got {name!r}")
     if not isinstance(tensor, torch.Tensor):
-        raise TypeError(f"expected a tensor, got {type(tensor).__name__}")
+        raise TypeError(f"anchor {name!r}: expected a tensor, got {type(tensor).__name__}")
     if not tensor.is_floating_point():
         # Anchors are the floating-point weights an island pushed from; an integer tensor here
         # is a caller's mistake, and a dtype conversion would silently hide it.
-        raise TypeError(f"anchors must be floating-point tensors, got {tensor.dtype}")
-    out = tensor.detach().to(device="cpu", dtype=dtype or tensor.dtype).contiguous()
-    # torch.save writes a view's whole storage: give each anchor a storage of its own size.
-    if out.untyped_storage().nbytes() != out.numel() * out.element_size():
-        out = out.clone()
-    return out
+        raise TypeError(f"anchor {name!r}: anchors must be floating-point tensors, got "
+                        f"{tensor.dtype}")
+    # Only the layout needs the target dtype: a meta tensor describes it without copying.
+    return torch.empty(tensor.shape, dtype=dtype or tensor.dtype, device="meta")
+
+
+@contextlib.contextmanager
+def _flat_storages(totals: dict[str, int], directory: str):
+    """One flat tensor per dtype, backed by an unlinked scratch file in `directory`: copying
+    the anchors into it fills the page cache (reclaimable), not anonymous memory, which is
+    what a trainer saving tens of GiB of anchors can least afford."""
+    import torch
+
+    storages = {}
+    try:
+        for dtype, elements in totals.items():
+            fd, scratch = tempfile.mkstemp(prefix=".yeto-anchors-", suffix=".scratch",
+                                           dir=directory)
+            os.close(fd)
+            try:
+                storages[dtype] = torch.from_file(scratch, shared=True, size=elements,
+                                                  dtype=getattr(torch, dtype))
+            finally:
+                os.unlink(scratch)  # the mapping keeps the pages until the tensor is freed
+        yield storages
+    finally:
+        storages.clear()
 
 
 def save_resume_anchors(path: str | os.PathLike, tensors: Mapping[str, object], *,
@@ -72,27 +95,27 @@ def save_resume_anchors(path: str | os.PathLike, tensors: Mapping[str, object], 
     each tensor's own. The file appears under `path` only once complete (temp file in the
     same directory, fsync, rename), so a crash mid-save leaves the previous file, or none.
     """
-    import torch
-
     if not isinstance(tensors, Mapping):
         raise TypeError(f"tensors must be a mapping of name -> tensor, got {type(tensors).__name__}")
+    import torch
+
     target_dtype = _resolve_dtype(dtype, tensors)
-    prepared = {}
-    for name, tensor in tensors.items():
-        if not isinstance(name, str):
-            raise TypeError(f"anchor names must be str, got {name!r}")
-        prepared[name] = _prepared(tensor, target_dtype)
-    dtypes = {t.dtype for t in prepared.values()}
-    recorded = _dtype_name(dtypes.pop()) if len(dtypes) == 1 else (
-        "mixed" if dtypes else _dtype_name(target_dtype or torch.get_default_dtype()))
+    shapes = {name: _checked(name, tensor, target_dtype) for name, tensor in tensors.items()}
+    totals, index = flat_layout(shapes)
+    recorded = ("mixed" if len(totals) > 1 else next(iter(totals), None)) or \
+        _dtype_name(target_dtype or torch.get_default_dtype())
 
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
     try:
         os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; give the file a normal mode
-        with os.fdopen(fd, "wb") as f, _page_aligned_storages():
-            torch.save(payload(prepared, recorded), f)
+        with os.fdopen(fd, "wb") as f, _flat_storages(totals, directory) as storages:
+            for name, dtype_, offset, _shape in index:
+                source = tensors[name].detach()
+                storages[dtype_].narrow(0, offset, source.numel()).copy_(source.reshape(-1))
+            with _page_aligned_storages():
+                torch.save(payload(storages, index, recorded), f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
