@@ -54,8 +54,8 @@ ANCHORS_BYTES_TOUCHED = Attr(
     "Eager: the bytes read.")
 ANCHORS_ANONYMOUS_DELTA = Attr(
     "yeto.anchors.anonymous_delta", "int (bytes)",
-    "This process's anonymous memory (smaps_rollup `Anonymous`) when the block ends minus "
-    "before the load. About 0 when mapped; about the file size when read eagerly.")
+    "This process's resident anonymous memory (/proc/self/status `RssAnon`) when the block "
+    "ends minus before the load. About 0 when mapped; about the file size when read eagerly.")
 ANCHORS_FRAGMENTS_DONE = Attr("yeto.anchors.fragments_done", "int",
                               "Fragments the catch-up reported done.")
 ANCHORS_RESIDENCY_ERROR = Attr("yeto.anchors.residency_error", "string",

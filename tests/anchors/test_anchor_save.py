@@ -151,12 +151,16 @@ def test_every_storage_starts_on_a_page(tmp_path):
     path = tmp_path / "a.pt"
     save_resume_anchors(path, tensors)
     offsets = storage_data_offsets(path)
-    assert len(offsets) == 2  # one flat storage per dtype: float32 and bfloat16
+    # one flat storage per dtype (float32, bfloat16) and the four index columns
+    assert len(offsets) == 2 + 4
     assert {name: off % PAGE for name, off in offsets.items()} == {name: 0 for name in offsets}
-    # ...and inside it every anchor starts on a page of its own
+    # ...and inside its flat storage every anchor starts on a page of its own
     content = torch.load(path, weights_only=True)
-    for name, dtype, offset, _shape in content["index"]:
-        assert offset * content["storages"][dtype].element_size() % PAGE == 0, name
+    names = content["names"].split("\x00")
+    for name, which, offset in zip(names, content["dtype_index"].tolist(),
+                                   content["offsets"].tolist()):
+        flat = content["storages"][content["dtype_names"][which]]
+        assert offset * flat.element_size() % PAGE == 0, name
 
 
 def test_plain_torch_save_is_not_page_aligned_so_the_check_can_fail(tmp_path):
@@ -209,7 +213,7 @@ def test_saved_file_is_the_anchor_format(tmp_path):
     assert content["yeto.resume_anchors"] == 2
     assert content["dtype"] == "bfloat16"
     assert set(content["storages"]) == {"bfloat16"}
-    assert [row[0] for row in content["index"]] == ["a"]
+    assert content["names"] == "a"
 
 
 # atomic write ------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ import tempfile
 from collections.abc import Mapping
 
 from ..settings import load_settings, parse_setting
-from .file_format import flat_layout, payload
+from .file_format import NAME_SEPARATOR, flat_layout, payload
 
 __all__ = ["save_resume_anchors"]
 
@@ -53,6 +53,8 @@ def _checked(name, tensor, dtype):
 
     if not isinstance(name, str):
         raise TypeError(f"anchor names must be str, got {name!r}")
+    if NAME_SEPARATOR in name:
+        raise ValueError(f"anchor name {name!r} contains a NUL character")
     if not isinstance(tensor, torch.Tensor):
         raise TypeError(f"anchor {name!r}: expected a tensor, got {type(tensor).__name__}")
     if not tensor.is_floating_point():
@@ -101,8 +103,8 @@ def save_resume_anchors(path: str | os.PathLike, tensors: Mapping[str, object], 
 
     target_dtype = _resolve_dtype(dtype, tensors)
     shapes = {name: _checked(name, tensor, target_dtype) for name, tensor in tensors.items()}
-    totals, index = flat_layout(shapes)
-    recorded = ("mixed" if len(totals) > 1 else next(iter(totals), None)) or \
+    layout = flat_layout(shapes)
+    recorded = ("mixed" if len(layout.totals) > 1 else next(iter(layout.totals), None)) or \
         _dtype_name(target_dtype or torch.get_default_dtype())
 
     path = os.fspath(path)
@@ -110,12 +112,12 @@ def save_resume_anchors(path: str | os.PathLike, tensors: Mapping[str, object], 
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
     try:
         os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; give the file a normal mode
-        with os.fdopen(fd, "wb") as f, _flat_storages(totals, directory) as storages:
-            for name, dtype_, offset, _shape in index:
-                source = tensors[name].detach()
+        with os.fdopen(fd, "wb") as f, _flat_storages(layout.totals, directory) as storages:
+            for source, dtype_, offset in zip(tensors.values(), layout.dtypes, layout.offsets):
+                source = source.detach()
                 storages[dtype_].narrow(0, offset, source.numel()).copy_(source.reshape(-1))
             with _page_aligned_storages():
-                torch.save(payload(storages, index, recorded), f)
+                torch.save(payload(shapes, layout, storages, recorded), f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
