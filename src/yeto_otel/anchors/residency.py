@@ -102,19 +102,27 @@ class ResidencyProbe:
         self.scan_supported = True  # PAGEMAP_SCAN, until the kernel (or file) says otherwise
 
     def mappings(self) -> list[FileMapping]:
+        """This file's mappings, from one read of /proc/self/maps. Only lines that mention
+        the inode or the path are split: a trainer's maps has thousands of lines."""
+        with open(self._maps, "rb", buffering=0) as maps:
+            text = b"\n" + maps.read()
+        lines = set()
+        for needle in (b" %d " % self._ino, self._real_path + b"\n"):
+            at = text.find(needle)
+            while at >= 0:
+                lines.add(text.rfind(b"\n", 0, at) + 1)
+                at = text.find(needle, at + len(needle))
         found = []
-        with open(self._maps, "rb") as maps:
-            for line in maps:
-                fields = line.split(None, 5)
-                if len(fields) < 5:
-                    continue
-                same_inode = int(fields[4]) == self._ino and \
-                    _device_numbers(fields[3].decode()) == self._dev
-                # On overlayfs maps may show the backing file's device and inode, not the
-                # ones stat() gives: fall back to the path (a deleted file shows "(deleted)").
-                same_path = len(fields) == 6 and fields[5].rstrip(b"\n") == self._real_path
-                if not (same_inode or same_path):
-                    continue
+        for begin in sorted(lines):
+            fields = text[begin:text.find(b"\n", begin)].split(None, 5)
+            if len(fields) < 5:
+                continue
+            same_inode = int(fields[4]) == self._ino and \
+                _device_numbers(fields[3].decode()) == self._dev
+            # On overlayfs maps may show the backing file's device and inode, not the ones
+            # stat() gives: fall back to the path (a deleted file shows "(deleted)").
+            same_path = len(fields) == 6 and fields[5] == self._real_path
+            if same_inode or same_path:
                 start, end = (int(x, 16) for x in fields[0].split(b"-"))
                 found.append(FileMapping(start, end))
         return found
