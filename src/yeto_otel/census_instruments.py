@@ -1,4 +1,4 @@
-"""Registers the census on a Meter: one observable instrument per table row, one read per collection.
+"""Registers the census on a Meter: an observable instrument per table row, one read per collection.
 
 The SDK calls observable callbacks one by one and has no multi-instrument callback, so the
 callbacks share a snapshot: a callback that has already been served the current snapshot

@@ -67,7 +67,10 @@ class ProcFile:
         self.close()
 
 
-def parse_kb_fields(path: str, data: bytes, wanted: dict[bytes, str]) -> tuple[dict[str, int], list[str]]:
+KbFields = tuple[dict[str, int], list[str]]
+
+
+def parse_kb_fields(path: str, data: bytes, wanted: dict[bytes, str]) -> KbFields:
     """Pick `Key:   123 kB` lines out of a /proc text; values come back in bytes.
 
     Returns the values found (keyed by `wanted`'s values) and a list of problems: keys that
@@ -100,7 +103,7 @@ def _well_formed_fields(data: bytes, keys) -> dict[bytes, int]:
     return values
 
 
-def _parse_carefully(path: str, data: bytes, wanted: dict[bytes, str]) -> tuple[dict[str, int], list[str]]:
+def _parse_carefully(path: str, data: bytes, wanted: dict[bytes, str]) -> KbFields:
     """Line by line, saying what is wrong with each wanted field that is missing or bad."""
     found: dict[str, int] = {}
     problems: list[str] = []

@@ -22,7 +22,7 @@ from ..procfs import ProcFile, ProcReadError, parse_kb_fields
 from .. import span_table as names
 from ..settings import load_settings
 from ..version import __version__
-from .errors import AnchorLoadError
+from .file_format import dtype_name
 from .load import MMAP, choose_mode, load_tensors
 from .residency import ResidencyProbe
 
@@ -59,7 +59,7 @@ class _Anonymous:
 def _dtype_of(tensors: dict, recorded: str | None) -> str:
     if recorded:
         return recorded
-    dtypes = {str(t.dtype).removeprefix("torch.") for t in tensors.values()}
+    dtypes = {dtype_name(t.dtype) for t in tensors.values()}
     return dtypes.pop() if len(dtypes) == 1 else ("mixed" if dtypes else "none")
 
 
@@ -127,7 +127,8 @@ class ResumeAnchors:
             span.set_attribute(names.ANCHORS_RESIDENCY_ERROR.name, self._probe.error)
         anonymous_now = self._anonymous.read()
         if anonymous_now is not None and self._anonymous_before is not None:
-            span.set_attribute(names.ANCHORS_ANONYMOUS_DELTA.name, anonymous_now - self._anonymous_before)
+            span.set_attribute(names.ANCHORS_ANONYMOUS_DELTA.name,
+                               anonymous_now - self._anonymous_before)
         span.set_attribute(names.ANCHORS_FRAGMENTS_DONE.name, self._fragments)
         if exc is not None:
             span.record_exception(exc)
@@ -159,7 +160,8 @@ def load_resume_anchors(path: str | os.PathLike, *, tracer_provider=None) -> Res
                             set_status_on_exception=False), \
                 tracer.start_as_current_span(LOAD_SPAN) as load_span:
             mode, size = choose_mode(path, mmap_enabled=settings.resume_anchor_mmap)
-            span.set_attributes({names.ANCHORS_FILE_SIZE.name: size, names.ANCHORS_LOAD_MODE.name: mode})
+            span.set_attributes({names.ANCHORS_FILE_SIZE.name: size,
+                                 names.ANCHORS_LOAD_MODE.name: mode})
             tensors, recorded = load_tensors(path, mode)
             probe = ResidencyProbe(path) if mode == MMAP else None
             residency = probe.measure() if probe is not None else None

@@ -9,19 +9,14 @@ import tempfile
 from collections.abc import Mapping
 
 from ..settings import load_settings, parse_setting
-from .file_format import NAME_SEPARATOR, flat_layout, payload
+from .file_format import NAME_SEPARATOR, PAGE_BYTES, dtype_name, flat_layout, payload
 
 __all__ = ["save_resume_anchors"]
 
 _log = logging.getLogger("yeto_otel.anchors")
-PAGE_ALIGNMENT = 4096
 
 
-def _dtype_name(dtype) -> str:
-    return str(dtype).removeprefix("torch.")
-
-
-def _resolve_dtype(dtype, tensors: Mapping):
+def _resolve_dtype(dtype):
     import torch
 
     if dtype is None:
@@ -41,7 +36,7 @@ def _page_aligned_storages():
     from torch.utils.serialization import config
 
     previous = config.save.storage_alignment
-    config.save.storage_alignment = PAGE_ALIGNMENT
+    config.save.storage_alignment = PAGE_BYTES
     try:
         yield
     finally:
@@ -98,14 +93,15 @@ def save_resume_anchors(path: str | os.PathLike, tensors: Mapping[str, object], 
     same directory, fsync, rename), so a crash mid-save leaves the previous file, or none.
     """
     if not isinstance(tensors, Mapping):
-        raise TypeError(f"tensors must be a mapping of name -> tensor, got {type(tensors).__name__}")
+        raise TypeError("tensors must be a mapping of name -> tensor, got "
+                        f"{type(tensors).__name__}")
     import torch
 
-    target_dtype = _resolve_dtype(dtype, tensors)
+    target_dtype = _resolve_dtype(dtype)
     shapes = {name: _checked(name, tensor, target_dtype) for name, tensor in tensors.items()}
     layout = flat_layout(shapes)
     recorded = ("mixed" if len(layout.totals) > 1 else next(iter(layout.totals), None)) or \
-        _dtype_name(target_dtype or torch.get_default_dtype())
+        dtype_name(target_dtype or torch.get_default_dtype())
 
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
