@@ -418,7 +418,7 @@ def report(results: dict, info: dict, args) -> None:
                   f"({_med(m, 'probe_cost_s') * 1e3:.2f} ms vs {_med(m, 'smaps_cost_s') * 1e3:.2f} ms), "
                   f"worst {max(costs):.3f} | {'yes' if max(costs) <= 0.1 else 'NO'} |")
             cached = [r["probe_cached_cost_s"] / r["smaps_cost_s"] for r in m]
-            print(f"| mapped: one per-fragment measurement (ranges kept from the load) ≤ 1/10 of one "
+            print(f"| mapped: one measurement as fragment_done and the close take it (range kept from the load) ≤ 1/10 of one "
                   f"smaps read | median {statistics.median(cached):.4f} "
                   f"({_med(m, 'probe_cached_cost_s') * 1e3:.3f} ms), worst {max(cached):.4f} | "
                   f"{'yes' if max(cached) <= 0.1 else 'NO'} |")
