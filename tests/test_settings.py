@@ -23,6 +23,8 @@ ACCEPTED = {
     ],
     "YETO_OTEL_NODE_METRICS": [("auto", "auto"), ("on", "on"), ("off", "off"), (" off ", "off")],
     "YETO_DILOCO_HOST_MEM_CENSUS": [("0", False), ("1", True), ("", False), (" 1 ", True)],
+    "YETO_OTEL_LOCAL_DIR": [("yeto-telemetry", "yeto-telemetry"), ("/tmp/x y", "/tmp/x y"),
+                            ("~/t", "~/t")],
     "YETO_DILOCO_ANCHOR_DTYPE": [("float32", "float32"), ("bfloat16", "bfloat16"),
                                  ("float16", "float16"), ("float64", "float64"), ("", None)],
     "YETO_DILOCO_RESUME_ANCHOR_MMAP": [("0", False), ("1", True), ("", False)],
@@ -36,6 +38,7 @@ REJECTED = {
                                  "mod:fn()", "mod::fn", "mod:fn:x", "mod fn", "mod-x:fn"],
     "YETO_OTEL_NODE_METRICS": ["", "ON", "1", "0", "yes", "true", "auto,on"],
     "YETO_DILOCO_HOST_MEM_CENSUS": ["true", "yes", "2", "on", "01", "-1"],
+    "YETO_OTEL_LOCAL_DIR": ["", "   "],
     "YETO_DILOCO_ANCHOR_DTYPE": ["fp32", "bf16", "int8", "torch.float32", "Float32", "float"],
     "YETO_DILOCO_RESUME_ANCHOR_MMAP": ["yes", "true", "2", "off"],
     "RANK": ["-1", "abc", "1.5", "0x1", "1e3", "one"],
@@ -47,6 +50,7 @@ FIELD = {
     "YETO_OTEL_HOST_ALLOCATOR": "host_allocator",
     "YETO_OTEL_NODE_METRICS": "node_metrics",
     "YETO_DILOCO_HOST_MEM_CENSUS": "step_log_census",
+    "YETO_OTEL_LOCAL_DIR": "local_dir",
     "YETO_DILOCO_ANCHOR_DTYPE": "anchor_dtype",
     "YETO_DILOCO_RESUME_ANCHOR_MMAP": "resume_anchor_mmap",
     "RANK": "rank",
@@ -94,6 +98,7 @@ def test_defaults_match_the_table():
     defaults = {s.name: s.default for s in SETTINGS}
     assert defaults == {"YETO_OTEL_HOST_ALLOCATOR": "auto", "YETO_OTEL_NODE_METRICS": "auto",
                         "YETO_DILOCO_HOST_MEM_CENSUS": "0", "YETO_DILOCO_ANCHOR_DTYPE": None,
+                        "YETO_OTEL_LOCAL_DIR": "yeto-telemetry",
                         "YETO_DILOCO_RESUME_ANCHOR_MMAP": "1", "RANK": None, "LOCAL_RANK": None,
                         "WORLD_SIZE": None}
 

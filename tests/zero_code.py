@@ -18,15 +18,19 @@ def instrument_bin() -> str:
     return path
 
 
-def run_instrumented(code: str, env: dict[str, str], timeout: float = 120):
+def run_instrumented(code: str, env: dict[str, str], timeout: float = 120, *,
+                     console: bool = True, cwd: str | None = None):
+    """`console=False`: no exporter settings at all, so the embedded default (local files)."""
     full_env = {k: v for k, v in os.environ.items()
                 if not k.startswith(("OTEL_", "YETO_")) and k not in ("RANK", "LOCAL_RANK",
                                                                         "WORLD_SIZE")}
-    full_env.update({"OTEL_METRICS_EXPORTER": "console", "OTEL_TRACES_EXPORTER": "none",
-                     "OTEL_LOGS_EXPORTER": "none", "PYTHONPATH": str(TESTS)})
+    full_env["PYTHONPATH"] = str(TESTS)
+    if console:
+        full_env.update({"OTEL_METRICS_EXPORTER": "console", "OTEL_TRACES_EXPORTER": "none",
+                         "OTEL_LOGS_EXPORTER": "none"})
     full_env.update(env)
     return subprocess.run([instrument_bin(), sys.executable, "-c", code], env=full_env,
-                          capture_output=True, text=True, timeout=timeout)
+                          capture_output=True, text=True, timeout=timeout, cwd=cwd)
 
 
 def console_exports(stdout: str) -> list[dict]:
@@ -51,3 +55,20 @@ def metrics_by_name(docs: list[dict]) -> tuple[dict, dict]:
                 for m in sm["metrics"]:
                     metrics[m["name"]] = m
     return metrics, resource
+
+
+def otlp_lines(directory, prefix: str) -> list[dict]:
+    """Every export batch in the `<prefix>-*.jsonl` files of an embedded-default directory."""
+    batches = []
+    for path in sorted(pathlib.Path(directory).glob(f"{prefix}-*.jsonl")):
+        batches += [json.loads(line) for line in path.read_text().splitlines() if line]
+    return batches
+
+
+def otlp_attributes(items) -> dict:
+    out = {}
+    for item in items or ():
+        value = item["value"]
+        (kind, raw), = value.items()
+        out[item["key"]] = int(raw) if kind == "intValue" else raw
+    return out

@@ -138,7 +138,11 @@ variable, the value and what is accepted.
 {rows}
 
 Standard OpenTelemetry variables (`OTEL_*`) are read by the SDK as usual. Under
-`opentelemetry-instrument`, yeto's distro fills in these when they are unset:
+`opentelemetry-instrument`, yeto's distro fills in these when they are unset. When none of
+`OTEL_TRACES_EXPORTER`, `OTEL_METRICS_EXPORTER`, `OTEL_LOGS_EXPORTER` and the
+`OTEL_EXPORTER_OTLP_*ENDPOINT` variables is set, the three exporters default to
+`otlp_json_file` instead: local OTLP JSON files under `YETO_OTEL_LOCAL_DIR` (the embedded
+default, for a machine with no collector).
 
 | variable | default |
 |---|---|

@@ -13,6 +13,9 @@ from typing import Callable, Mapping
 
 __all__ = [
     "ANCHOR_DTYPES",
+    "EXPORT_VARIABLES",
+    "LOCAL_EXPORTER",
+    "exports_locally",
     "OTEL_DEFAULTS",
     "SETTINGS",
     "apply_otel_defaults",
@@ -72,6 +75,14 @@ def _parse_anchor_dtype(value: str) -> str | None:
     raise ValueError("not an anchor dtype")
 
 
+def _parse_directory(value: str) -> str:
+    if not value:
+        raise ValueError("expected a directory path")
+    if "\x00" in value:
+        raise ValueError("contains a NUL character")
+    return value
+
+
 def _parse_node_metrics(value: str) -> str:
     if value in ("auto", "on", "off"):
         return value
@@ -112,6 +123,15 @@ SETTINGS: tuple[Setting, ...] = (
         "process whose `LOCAL_RANK` is 0 (or unset), so 8 ranks on a host do not report node "
         "memory 8 times.",
         _parse_node_metrics,
+    ),
+    Setting(
+        "YETO_OTEL_LOCAL_DIR",
+        "yeto-telemetry",
+        "a directory path (created if missing)",
+        "Where telemetry goes when no exporter endpoint is configured (no `OTEL_EXPORTER_OTLP_*"
+        "ENDPOINT`, no `OTEL_*_EXPORTER`): OTLP JSON lines files, one per signal and process, "
+        "that `yeto-otel report` reads. Relative paths are from the working directory.",
+        _parse_directory,
     ),
     Setting(
         "YETO_DILOCO_HOST_MEM_CENSUS",
@@ -172,6 +192,7 @@ class Settings:
     host_allocator: str = "auto"
     node_metrics: str = "auto"
     step_log_census: bool = False
+    local_dir: str = "yeto-telemetry"
     anchor_dtype: str | None = None
     resume_anchor_mmap: bool = True
     rank: int | None = None
@@ -188,6 +209,7 @@ class Settings:
 _FIELDS = {
     "YETO_OTEL_HOST_ALLOCATOR": "host_allocator",
     "YETO_OTEL_NODE_METRICS": "node_metrics",
+    "YETO_OTEL_LOCAL_DIR": "local_dir",
     "YETO_DILOCO_HOST_MEM_CENSUS": "step_log_census",
     "YETO_DILOCO_ANCHOR_DTYPE": "anchor_dtype",
     "YETO_DILOCO_RESUME_ANCHOR_MMAP": "resume_anchor_mmap",
@@ -220,8 +242,25 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     return Settings(**values)
 
 
-# Standard SDK variables that yeto's distro sets when the user has not: export every signal
-# over OTLP (as the upstream distro does) and collect the census every 10 s.
+# Standard SDK variables that say where telemetry goes. With none of them set, yeto's distro
+# writes to local files (the embedded default) instead of sending OTLP to a collector that is
+# not there.
+EXPORT_VARIABLES = (
+    "OTEL_TRACES_EXPORTER", "OTEL_METRICS_EXPORTER", "OTEL_LOGS_EXPORTER",
+    "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT",
+)
+LOCAL_EXPORTER = "otlp_json_file"  # the exporters' entry-point name
+
+
+def exports_locally(environ: Mapping[str, str] | None = None) -> bool:
+    env = os.environ if environ is None else environ
+    return not any(env.get(name, "").strip() for name in EXPORT_VARIABLES)
+
+
+# Standard SDK variables that yeto's distro sets when the user has not. Without an endpoint
+# or exporter setting, every signal goes to local files; with one, over OTLP as the upstream
+# distro does. The census is collected every 10 s either way.
 OTEL_DEFAULTS: dict[str, str] = {
     "OTEL_TRACES_EXPORTER": "otlp",
     "OTEL_METRICS_EXPORTER": "otlp",
@@ -231,7 +270,10 @@ OTEL_DEFAULTS: dict[str, str] = {
 
 
 def apply_otel_defaults(environ: dict | None = None) -> None:
-    """Fill in `OTEL_DEFAULTS` where unset, before the SDK configurator reads them."""
+    """Fill in the SDK variables where unset, before the SDK configurator reads them."""
     env = os.environ if environ is None else environ
+    local = exports_locally(env)
     for name, value in OTEL_DEFAULTS.items():
+        if local and name.endswith("_EXPORTER"):
+            value = LOCAL_EXPORTER
         env.setdefault(name, value)
