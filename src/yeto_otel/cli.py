@@ -1,6 +1,8 @@
 """`yeto-otel` command line.
 
     yeto-otel census [--json] [--watch SECONDS [--count N]]
+    yeto-otel demo [options]          a realistic island restart, end to end
+    yeto-otel report DIR [-o FILE]    one offline HTML page from the local telemetry files
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import time
 from .allocator import resolve_allocator
 from .census_table import CENSUS, Source
 from .quantity import Kind, Quantity
+from .errors import UserFacingError
 from .settings import SettingsError, load_settings
 from .snapshot import CensusReader, CensusSnapshot
 
@@ -103,6 +106,19 @@ def _parser() -> argparse.ArgumentParser:
                         help="repeat every SECONDS until interrupted")
     census.add_argument("--count", type=int, metavar="N", help="with --watch: stop after N")
     census.set_defaults(run=_census)
+
+    # demo and report live in their own modules; they import their heavier dependencies
+    # (torch, plotly) only when they run.
+    from . import demo, report
+
+    demo_parser = commands.add_parser("demo", help="save synthetic anchors, restart from them, "
+                                                   "and run a few training-like steps")
+    demo.add_arguments(demo_parser)
+    demo_parser.set_defaults(run=demo.run)
+    report_parser = commands.add_parser("report", help="write one self-contained HTML page "
+                                                       "from the local telemetry files")
+    report.add_arguments(report_parser)
+    report_parser.set_defaults(run=report.run)
     return parser
 
 
@@ -110,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return args.run(args)
-    except SettingsError as exc:
+    except (SettingsError, UserFacingError) as exc:
         print(f"yeto-otel: {exc}", file=sys.stderr)
         return 2
 

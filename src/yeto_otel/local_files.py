@@ -16,9 +16,17 @@ import re
 import time
 from pathlib import Path
 
-__all__ = ["SIGNALS", "local_exporter_args", "local_file_stem"]
+__all__ = ["SIGNALS", "current_stem", "local_exporter_args", "local_file_stem"]
 
 SIGNALS = ("traces", "metrics", "logs")
+
+_current_stem: str | None = None
+
+
+def current_stem() -> str | None:
+    """The stem of this process's local telemetry files, once they are set up (else None);
+    other per-process files (the demo's step log) use it so they pair with them."""
+    return _current_stem
 
 
 def local_file_stem(instance_id: str, *, pid: int | None = None,
@@ -40,7 +48,8 @@ def local_exporter_args(directory: str | os.PathLike, instance_id: str) -> tuple
     path.mkdir(parents=True, exist_ok=True)
     if not os.access(path, os.W_OK | os.X_OK):
         raise PermissionError(f"{path} is not writable")
-    stem = local_file_stem(instance_id)
+    global _current_stem
+    stem = _current_stem = local_file_stem(instance_id)
     classes = {"traces": FileSpanExporter, "metrics": FileMetricExporter, "logs": FileLogExporter}
     return {cls: {"path": str(path / f"{signal}-{stem}.jsonl")}
             for signal, cls in classes.items()}, path

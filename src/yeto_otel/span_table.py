@@ -95,4 +95,13 @@ TORCH_LOAD = SpanSpec(
     "with the exception recorded when the call raises.",
     (TORCH_LOAD_PATH, TORCH_LOAD_FILE_SIZE, TORCH_LOAD_MMAP, TORCH_LOAD_BYTES_MAPPED))
 
-SPANS: tuple[SpanSpec, ...] = (RESUME_ANCHORS, RESUME_ANCHORS_LOAD, TORCH_LOAD)
+DEMO_STEP = SpanSpec(
+    "demo.step",
+    "One training-like step of `yeto-otel demo` (tracer `yeto_otel.demo`): not emitted by the "
+    "library, listed so the demo's traces are documented too.",
+    (Attr("yeto.demo.step", "int", "Step number."),
+     Attr("yeto.demo.loss", "double", "The synthetic loss written to the step log."),
+     Attr("yeto.demo.held_bytes", "int (bytes)", "Bytes the step holds (the sawtooth)."),
+     Attr("yeto.demo.released", "bool", "Whether this step released what earlier steps held.")))
+
+SPANS: tuple[SpanSpec, ...] = (RESUME_ANCHORS, RESUME_ANCHORS_LOAD, TORCH_LOAD, DEMO_STEP)
