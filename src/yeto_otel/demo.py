@@ -28,6 +28,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from . import span_table
 from .errors import UserFacingError
 
 __all__ = ["add_arguments", "parse_size", "run"]
@@ -281,19 +282,19 @@ class Restart:
 
     def as_dict(self) -> dict:
         a = self.attributes
-        size = a.get("yeto.anchors.file_size") or 0
-        touched = a.get("yeto.anchors.bytes_touched")
+        size = a.get(span_table.ANCHORS_FILE_SIZE.name) or 0
+        touched = a.get(span_table.ANCHORS_BYTES_TOUCHED.name)
         return {
-            "load_mode": a.get("yeto.anchors.load_mode", self.mode),
+            "load_mode": a.get(span_table.ANCHORS_LOAD_MODE.name, self.mode),
             "restart_seconds": round(self.seconds, 6),
             "file_size": size,
-            "tensor_count": a.get("yeto.anchors.tensor_count"),
-            "dtype": a.get("yeto.anchors.dtype"),
-            "bytes_mapped": a.get("yeto.anchors.bytes_mapped"),
+            "tensor_count": a.get(span_table.ANCHORS_TENSOR_COUNT.name),
+            "dtype": a.get(span_table.ANCHORS_DTYPE.name),
+            "bytes_mapped": a.get(span_table.ANCHORS_BYTES_MAPPED.name),
             "bytes_touched": touched,
             "touched_fraction": (touched / size) if size and touched is not None else None,
-            "anonymous_delta": a.get("yeto.anchors.anonymous_delta"),
-            "fragments_done": a.get("yeto.anchors.fragments_done"),
+            "anonymous_delta": a.get(span_table.ANCHORS_ANONYMOUS_DELTA.name),
+            "fragments_done": a.get(span_table.ANCHORS_FRAGMENTS_DONE.name),
             "trace_id": self.trace_id,
         }
 
@@ -357,7 +358,8 @@ def restart(path: str, anchors: SyntheticAnchors, behind, progress: Progress,
     seconds = (span.end_time - span.start_time) / 1e9
     trace_id = format(span.get_span_context().trace_id, "032x")
     del local, global_new
-    return Restart(attributes.get("yeto.anchors.load_mode", "?"), attributes, seconds, trace_id)
+    mode = attributes.get(span_table.ANCHORS_LOAD_MODE.name, "?")
+    return Restart(mode, attributes, seconds, trace_id)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -398,7 +400,7 @@ def run_steps(plan: Plan, step_log_path: str, progress: Progress, settings) -> d
     peak_held = 0
     with open(step_log_path, "a", encoding="utf-8") as log:
         for step in range(1, plan.steps + 1):
-            with tracer.start_as_current_span("demo.step") as span:
+            with tracer.start_as_current_span(span_table.DEMO_STEP.name) as span:
                 started = time.monotonic()
                 if anon_bytes:
                     held.append(torch.ones(anon_bytes, dtype=torch.uint8))  # allocated, touched
@@ -417,9 +419,9 @@ def run_steps(plan: Plan, step_log_path: str, progress: Progress, settings) -> d
                 add_census_to_step_log(record, rank=0)  # the demo is its sync group's rank 0
                 log.write(json.dumps(record) + "\n")
                 log.flush()
-                span.set_attributes({"yeto.demo.step": step, "yeto.demo.loss": loss,
-                                     "yeto.demo.held_bytes": held_bytes,
-                                     "yeto.demo.released": released})
+                span.set_attributes(dict(zip(
+                    (a.name for a in span_table.DEMO_STEP.attributes),
+                    (step, loss, held_bytes, released))))
                 note = ""
                 if released and policy is not None:
                     decision = policy.maybe_release(reader.take())

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from . import span_table
 from .census_table import CENSUS, CENSUS_ERRORS
 from .errors import UserFacingError
 from .otlp_json import (CUMULATIVE, DELTA, BadBatch, BadLine, LogRecord, Span, log_records,
@@ -57,9 +58,9 @@ CHART_IDS = {
 }
 STEPLOG_TABLE_ID = "steplog-table"
 
-RESTART_SPAN = "yeto.resume.anchors"
-TIMELINE_SPANS = ("yeto.resume.anchors", "yeto.resume.anchors.load", "torch.load")
-FRAGMENT_EVENT = "fragment_done"
+RESTART_SPAN = span_table.RESUME_ANCHORS.name
+TIMELINE_SPANS = (RESTART_SPAN, span_table.RESUME_ANCHORS_LOAD.name, span_table.TORCH_LOAD.name)
+FRAGMENT_EVENT = span_table.FRAGMENT_DONE.name
 
 _KIND_OF = {m.name: m.kind for m in CENSUS + (CENSUS_ERRORS,)}
 _DESCRIPTION = {m.name: m.description for m in CENSUS + (CENSUS_ERRORS,)}
@@ -67,8 +68,7 @@ _STEP_KEYS = {m.step_log_key: m for m in CENSUS if m.step_log_key}
 
 _RANK_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
                 "#7f7f7f", "#bcbd22", "#17becf")
-_SPAN_COLORS = {"yeto.resume.anchors": "#9ecae1", "yeto.resume.anchors.load": "#3182bd",
-                "torch.load": "#08519c"}
+_SPAN_COLORS = dict(zip(TIMELINE_SPANS, ("#9ecae1", "#3182bd", "#08519c")))
 _OTHER_SPAN_COLORS = ("#fdae6b", "#a1d99b", "#bcbddc", "#fdd0a2")
 _DASHES = ("solid", "dot", "dash", "dashdot", "longdash", "longdashdot")
 _LEGEND_WIDTH = 250
@@ -524,7 +524,7 @@ def _add_timeline(go, fig, data: Telemetry, row: int, lanes: list[str]) -> None:
     events = [(i, s, e) for i, s in spans_ for e in s.events if e.name == FRAGMENT_EVENT]
     if events:
         def hover(inst, span, event):
-            touched = event.attributes.get("yeto.anchors.bytes_touched")
+            touched = event.attributes.get(span_table.ANCHORS_BYTES_TOUCHED.name)
             return (f"<b>fragment_done</b> — {html.escape(inst)}<br>"
                     f"fragment {html.escape(str(event.attributes.get('yeto.fragment.id', '?')))}"
                     f"<br>{_when(event.time_ns)[11:23]} UTC<br>bytes touched so far: "
@@ -547,10 +547,10 @@ def _restart_chart(go, data: Telemetry, colors: dict[str, str]):
     for inst, span in data.spans:
         children[(inst, span.parent_span_id)].append(span)
     labels, hovers = [], []
-    columns = (("file size", "yeto.anchors.file_size", "#c6dbef"),
-               ("bytes mapped", "yeto.anchors.bytes_mapped", "#6baed6"),
-               ("bytes touched", "yeto.anchors.bytes_touched", "#08519c"),
-               ("anonymous delta", "yeto.anchors.anonymous_delta", "#e6550d"))
+    columns = (("file size", span_table.ANCHORS_FILE_SIZE.name, "#c6dbef"),
+               ("bytes mapped", span_table.ANCHORS_BYTES_MAPPED.name, "#6baed6"),
+               ("bytes touched", span_table.ANCHORS_BYTES_TOUCHED.name, "#08519c"),
+               ("anonymous delta", span_table.ANCHORS_ANONYMOUS_DELTA.name, "#e6550d"))
     values = {attr: [] for _, attr, _ in columns}
     for inst, span in restarts:
         a = span.attributes
@@ -563,7 +563,8 @@ def _restart_chart(go, data: Telemetry, colors: dict[str, str]):
         for _, attr, _ in columns:
             values[attr].append(a.get(attr) if _is_int(a.get(attr)) else None)
         load = [c for c in children[(inst, span.span_id)] if c.name.endswith(".load")]
-        mapped, touched = a.get("yeto.anchors.bytes_mapped"), a.get("yeto.anchors.bytes_touched")
+        mapped = a.get(span_table.ANCHORS_BYTES_MAPPED.name)
+        touched = a.get(span_table.ANCHORS_BYTES_TOUCHED.name)
         share = (f" ({100 * touched / mapped:.0f}% of mapped)"
                  if _is_int(mapped) and _is_int(touched) and mapped > 0 else "")
         hovers.append("<br>".join(filter(None, [
@@ -580,7 +581,7 @@ def _restart_chart(go, data: Telemetry, colors: dict[str, str]):
             f"path: {html.escape(str(a.get('yeto.anchors.path', '?')))}",
             f"<b>ERROR</b>: {html.escape(span.error)}" if span.error else "",
             f"residency not measured: {html.escape(str(a['yeto.anchors.residency_error']))}"
-            if "yeto.anchors.residency_error" in a else ""])))
+            if span_table.ANCHORS_RESIDENCY_ERROR.name in a else ""])))
     scale, unit = _byte_scale(v for col in values.values() for v in col)
     fig = go.Figure()
     for name, attr, color in columns:
