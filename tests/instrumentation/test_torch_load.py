@@ -12,9 +12,6 @@ import sys
 import pytest
 import torch
 import torch.serialization
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 from opentelemetry.util._importlib_metadata import entry_points
 
@@ -25,18 +22,6 @@ from yeto_otel.instrumentation import TorchLoadInstrumentor
 ORIGINAL_LOAD = torch.load
 ORIGINAL_SERIALIZATION_LOAD = torch.serialization.load
 DOCUMENTED = {a.name for a in span_table.TORCH_LOAD.attributes}
-
-
-@pytest.fixture
-def exporter():
-    return InMemorySpanExporter()
-
-
-@pytest.fixture
-def provider(exporter):
-    tp = TracerProvider()
-    tp.add_span_processor(SimpleSpanProcessor(exporter))
-    return tp
 
 
 @pytest.fixture
