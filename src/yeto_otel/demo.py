@@ -322,6 +322,7 @@ def restart(path: str, anchors: SyntheticAnchors, behind, progress: Progress,
     import torch
 
     from .anchors import load_resume_anchors
+    from .settings import load_settings
 
     # What the trainer holds before the restart: its local parameters for the fragments to
     # catch up (the model, loaded from its own checkpoint) and the syncer's new global values.
@@ -332,7 +333,7 @@ def restart(path: str, anchors: SyntheticAnchors, behind, progress: Progress,
             local[i] = anchors.tensor(i) + 0.01 * anchors.tensor(i, salt=1)
             global_new[i] = anchors.tensor(i) + 0.02 * anchors.tensor(i, salt=2)
     _drop_page_cache(path)
-    mapped = os.environ.get("YETO_DILOCO_RESUME_ANCHOR_MMAP", "1").strip() != "0"
+    mapped = load_settings().resume_anchor_mmap
     progress(f"{label}: load_resume_anchors {'mapped' if mapped else 'eagerly'} "
              f"(YETO_DILOCO_RESUME_ANCHOR_MMAP={'1' if mapped else '0'}) from {path}")
     with load_resume_anchors(path) as resumed:
