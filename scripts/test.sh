@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Everything the tests need on a fresh Debian machine, then the tests. Each set-up step is a
+# no-op when already done (Go's module and build caches make the collector rebuilds fast).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# The e2e tests (tests/e2e): Prometheus (Debian 2.42), the collector distribution and Jaeger.
+command -v prometheus >/dev/null || {
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null
+}
+# The package may start a system Prometheus (port 9090); the tests run their own on free ports.
+if command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then
+  systemctl disable --now prometheus prometheus-node-exporter >/dev/null 2>&1 || true
+elif command -v service >/dev/null; then
+  service prometheus stop >/dev/null 2>&1 || true
+  service prometheus-node-exporter stop >/dev/null 2>&1 || true
+fi
+collector/build.sh >/dev/null
+collector/build-jaeger.sh >/dev/null
+
+# The report's browser test drives Debian's chromium (no browser download).
+command -v chromium >/dev/null || {
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+}
+
+python3 -m venv .venv
+. .venv/bin/activate
+pip install -q -e ".[test]"
+python -m pytest "$@"

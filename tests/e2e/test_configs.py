@@ -1,0 +1,93 @@
+"""Every shipped collector config validates with the distribution, and the distribution has
+every component type the configs name."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+COLLECTOR_DIR = Path(__file__).resolve().parents[2] / "collector"
+
+CONFIGS = ["agent.yaml", "gateway.yaml", "agent-to-gateway.yaml"]
+SECTIONS = ("receivers", "processors", "exporters", "extensions", "connectors")
+
+
+def top_level_keys(text: str) -> dict[str, list[str]]:
+    """{section: [its direct child keys]} of a block-style YAML document (no PyYAML needed).
+
+    Enough for the collector configs and `components` output: sections at column 0, their
+    children at the first deeper indentation, as `key:` or as `- name: key` list items."""
+    sections: dict[str, list[str]] = {}
+    current, child_indent = None, None
+    for raw in text.splitlines():
+        line = raw.split(" #", 1)[0].rstrip() if not raw.lstrip().startswith("#") else ""
+        if not line.strip():
+            continue
+        indent = len(line) - len(line.lstrip())
+        if indent == 0:
+            current = line.split(":", 1)[0].strip()
+            sections[current] = []
+            child_indent = None
+            continue
+        if current is None:
+            continue
+        if child_indent is None:
+            child_indent = indent
+        if indent != child_indent:
+            continue
+        item = line.strip()
+        if item.startswith("- name:"):
+            sections[current].append(item[len("- name:"):].strip().strip('"'))
+        elif not item.startswith("-") and ":" in item:
+            sections[current].append(item.split(":", 1)[0].strip().strip('"'))
+    return sections
+
+
+def sample_env(tmp_path) -> dict[str, str]:
+    """What a deployment must provide (the variables without defaults), with sample values."""
+    cert = tmp_path / "cert.pem"
+    key = tmp_path / "key.pem"
+    cert.write_text("")
+    key.write_text("")
+    return {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
+            "YETO_GATEWAY_TOKEN": "sample-token",
+            "YETO_GATEWAY_TLS_CERT_FILE": str(cert),
+            "YETO_GATEWAY_TLS_KEY_FILE": str(key),
+            "YETO_GATEWAY_ENDPOINT": "gateway.example:4317",
+            "YETO_AGENT_QUEUE_DIR": str(tmp_path / "agent-queue"),
+            "YETO_GATEWAY_QUEUE_DIR": str(tmp_path / "gateway-queue")}
+
+
+def test_collector_configs_are_all_listed():
+    found = {p.name for p in COLLECTOR_DIR.glob("*.yaml")
+             if "receivers" in top_level_keys(p.read_text()) and "service" in
+             top_level_keys(p.read_text()) and p.name != "jaeger.yaml"}
+    assert found == set(CONFIGS)
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_config_validates(otelcol_bin, tmp_path, name):
+    result = subprocess.run([otelcol_bin, "validate", "--config", str(COLLECTOR_DIR / name)],
+                            env=sample_env(tmp_path), capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def _component_types(keys: list[str] | None) -> set[str]:
+    return {key.split("/", 1)[0] for key in (keys or ())}
+
+
+def test_components_lists_every_type_the_configs_name(otelcol_bin):
+    result = subprocess.run([otelcol_bin, "components"], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
+    listed = top_level_keys(result.stdout)
+    assert listed.get("receivers") and listed.get("exporters"), result.stdout
+    for name in CONFIGS:
+        config = top_level_keys((COLLECTOR_DIR / name).read_text())
+        assert config.get("receivers") and config.get("exporters"), name
+        for section in SECTIONS:
+            wanted = _component_types(config.get(section))
+            have = set(listed.get(section) or ())
+            assert wanted <= have, f"{name}: {section} {sorted(wanted - have)} not in the build"

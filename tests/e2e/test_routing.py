@@ -1,0 +1,181 @@
+"""Two trainer-like ranks on one host export through the agent to Jaeger and Prometheus."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+WORLD = 2
+QUERY_TIMEOUT = 60.0
+
+
+def _base_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items()
+            if not k.startswith(("OTEL_", "YETO_"))
+            and k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE")}
+
+
+@pytest.fixture(scope="module")
+def run(stack, instrument_bin, tmp_path_factory):
+    """Runs both ranks to completion; returns (service name, {rank: CompletedProcess})."""
+    service = f"yeto-e2e-{uuid.uuid4().hex[:8]}"
+    workdir = tmp_path_factory.mktemp("ranks")
+    procs = {}
+    for rank in range(WORLD):
+        env = dict(_base_env(), **stack.trainer_env(),
+                   OTEL_SERVICE_NAME=service, OTEL_METRIC_EXPORT_INTERVAL="500",
+                   OTEL_TRACES_EXPORTER="otlp", OTEL_METRICS_EXPORTER="otlp",
+                   OTEL_LOGS_EXPORTER="none",
+                   RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(WORLD),
+                   LOCAL_WORLD_SIZE=str(WORLD))
+        procs[rank] = subprocess.Popen(
+            [instrument_bin, sys.executable, str(HERE / "trainer.py"),
+             str(workdir / f"anchors-{rank}.pt"), "2.5"],
+            env=env, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    results = {}
+    for rank, proc in procs.items():
+        try:
+            out, err = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+        results[rank] = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    return service, results
+
+
+def test_ranks_exit_cleanly(run):
+    _, results = run
+    for rank, result in results.items():
+        assert result.returncode == 0, f"rank {rank}:\n{result.stdout}\n{result.stderr[-3000:]}"
+        assert "mode mmap" in result.stdout, result.stdout
+
+
+def _tags(items) -> dict:
+    return {t["key"]: t["value"] for t in items or ()}
+
+
+def _anchor_traces(stack, service):
+    """{rank: (trace, anchors span, load span)} once both ranks' anchor traces are complete."""
+    found = {}
+    for trace in stack.jaeger_traces(service, operation="yeto.resume.anchors"):
+        spans = trace["spans"]
+        top = [s for s in spans if s["operationName"] == "yeto.resume.anchors"]
+        if not top:
+            continue
+        span = top[0]
+        loads = [s for s in spans if s["operationName"] == "yeto.resume.anchors.load"
+                 and any(r["refType"] == "CHILD_OF" and r["spanID"] == span["spanID"]
+                         for r in s.get("references") or ())]
+        if not loads:
+            continue
+        process = _tags(trace["processes"][span["processID"]]["tags"])
+        rank = process.get("yeto.rank")
+        if rank is not None:
+            found[int(rank)] = (trace, span, loads[0], process)
+    return found if len(found) == WORLD else None
+
+
+def test_jaeger_has_anchor_spans_per_rank(stack, run):
+    service, _ = run
+    found = stack.wait_for(lambda: _anchor_traces(stack, service), timeout=QUERY_TIMEOUT,
+                           what=f"both ranks' yeto.resume.anchors traces of {service}")
+    instance_ids = set()
+    for rank, (trace, span, load, process) in found.items():
+        tags = _tags(span["tags"])
+        assert tags["yeto.anchors.bytes_mapped"] > 0, tags
+        assert "yeto.anchors.bytes_touched" in tags, tags
+        assert tags["yeto.anchors.bytes_touched"] >= 0, tags
+        logs = [_tags(log["fields"]) for log in span.get("logs") or ()]
+        fragments = [log for log in logs if log.get("event") == "fragment_done"]
+        assert len(fragments) == 2, logs
+        assert all("yeto.anchors.bytes_touched" in log for log in fragments), fragments
+        assert process.get("service.instance.id"), process
+        assert int(process["yeto.rank"]) == rank
+        instance_ids.add(process["service.instance.id"])
+    assert len(instance_ids) == WORLD, instance_ids
+
+
+def _rank_of(series: dict) -> str | None:
+    return series["metric"].get("yeto_rank")
+
+
+def test_prometheus_has_the_census_per_rank(stack, run):
+    service, _ = run
+    job = f'job=~".*{service}"'
+
+    def both(metric):
+        result = stack.prometheus_query(f'{metric}{{{job}}}')
+        ranks = {_rank_of(s) for s in result}
+        return result if ranks == {"0", "1"} else None
+
+    rss = stack.wait_for(lambda: both("yeto_process_memory_rss_bytes"), timeout=QUERY_TIMEOUT,
+                         what="yeto_process_memory_rss_bytes from both ranks")
+    assert len({s["metric"]["instance"] for s in rss}) == WORLD, rss
+    assert all(float(s["value"][1]) > 0 for s in rss), rss
+    stack.wait_for(lambda: both("yeto_process_memory_rss_peak_bytes"), timeout=QUERY_TIMEOUT,
+                   what="yeto_process_memory_rss_peak_bytes from both ranks")
+    stack.wait_for(lambda: both("yeto_census_errors_total"), timeout=QUERY_TIMEOUT,
+                   what="yeto_census_errors_total from both ranks")
+
+    # Types. Prometheus 2.42 keeps no metadata for remote-written series (/api/v1/metadata
+    # only covers scrape targets), so the type shows in the names the exporter chose: gauges
+    # keep their name, monotonic sums become `_total` counters; no gauge turned counter.
+    names = set(stack._prometheus("/api/v1/label/__name__/values", {}))
+    for gauge in ("yeto_process_memory_rss_bytes", "yeto_process_memory_rss_peak_bytes",
+                  "yeto_node_memory_anon_pages_bytes"):
+        assert gauge + "_total" not in names, sorted(n for n in names if n.startswith("yeto"))
+    assert "yeto_census_errors_total" in names
+    assert "yeto_census_errors" not in names
+    meta = stack.prometheus_metadata()
+    for metric, kind in (("yeto_process_memory_rss_bytes", "gauge"),
+                         ("yeto_census_errors_total", "counter")):
+        if metric in meta:  # newer Prometheus keeps remote-write metadata: check it too
+            assert meta[metric][0]["type"] == kind, meta[metric]
+
+    # Node metrics: from LOCAL_RANK 0 only.
+    node = stack.wait_for(
+        lambda: stack.prometheus_query(f'yeto_node_memory_anon_pages_bytes{{{job}}}'),
+        timeout=QUERY_TIMEOUT, what="yeto_node_memory_anon_pages_bytes")
+    assert {_rank_of(s) for s in node} == {"0"}, node
+    assert len(node) == 1, node
+
+
+def _prometheus_self_metric(stack, name: str, **labels: str) -> float:
+    with urllib.request.urlopen(f"{stack.prometheus_url}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    total = 0.0
+    for line in text.splitlines():
+        if not line.startswith(name + "{") and not line.startswith(name + " "):
+            continue
+        if all(re.search(rf'{k}="{v}"', line) for k, v in labels.items()):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def test_no_sample_rejected(stack, run):
+    service, _ = run
+    # Let everything both ranks sent reach Prometheus first.
+    stack.wait_for(lambda: stack.prometheus_query(
+        f'yeto_process_memory_rss_bytes{{job=~".*{service}"}}'), timeout=QUERY_TIMEOUT,
+        what="census in Prometheus")
+    with urllib.request.urlopen(f"{stack.prometheus_url}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    writes = [l for l in text.splitlines()
+              if l.startswith("prometheus_http_requests_total{") and '/api/v1/write' in l]
+    assert writes, "no remote write reached Prometheus"
+    rejected = [l for l in writes if re.search(r'code="[45]\d\d"', l)
+                and float(l.rsplit(" ", 1)[1]) > 0]
+    assert not rejected, rejected
+    assert _prometheus_self_metric(stack, "prometheus_tsdb_out_of_order_samples_total") == 0
+    log = stack.log("agent", lines=100000).lower()
+    for needle in ("out of order", "out-of-order", "duplicate sample", "permanent error"):
+        assert needle not in log, stack.log("agent", lines=200)
