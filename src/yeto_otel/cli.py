@@ -18,6 +18,7 @@ from .quantity import Kind, Quantity
 from .errors import UserFacingError
 from .settings import SettingsError, load_settings
 from .snapshot import CensusReader, CensusSnapshot
+from .units import format_bytes
 
 __all__ = ["main"]
 
@@ -25,12 +26,7 @@ __all__ = ["main"]
 def _human(quantity: Quantity) -> str:
     if quantity.unit != "By":
         return f"{quantity.value:,} {quantity.unit.strip('{}')}"
-    value = float(quantity.value)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{value:,.0f} {unit}" if unit == "B" else f"{value:,.2f} {unit}"
-        value /= 1024
-    raise AssertionError("unreachable")
+    return format_bytes(quantity.value, decimals=2)
 
 
 def _rows(snapshot: CensusSnapshot) -> list[dict]:

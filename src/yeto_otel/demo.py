@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 from . import span_table
 from .errors import UserFacingError
+from .units import format_bytes
 
 __all__ = ["add_arguments", "parse_size", "run"]
 
@@ -65,14 +66,6 @@ def parse_size(text: str, flag: str = "--size") -> int:
     return int(float(match.group(1)) * _UNITS[unit])
 
 
-def human(n: float) -> str:
-    sign = "-" if n < 0 else ""
-    value = float(abs(n))
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{sign}{value:,.0f} {unit}" if unit == "B" else f"{sign}{value:,.1f} {unit}"
-        value /= 1024
-    raise AssertionError("unreachable")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -159,7 +152,7 @@ def _plan(args: argparse.Namespace) -> Plan:
                               f"fragments, so it needs at least {FRAGMENTS} shards")
     if size < shards * FP32_BYTES:
         raise UserFacingError(f"--size {args.size} is too small for {shards:,} FP32 shards "
-                              f"(at least {human(shards * FP32_BYTES)})")
+                              f"(at least {format_bytes(shards * FP32_BYTES)})")
     steps = _integer(args.steps, "--steps", 0)
     step_size = parse_size(args.step_size, "--step-size")
     try:
@@ -185,15 +178,16 @@ def _check_room(directory: str, file_bytes: int, plan: Plan) -> None:
         raise UserFacingError(f"--dir {directory}: {exc.strerror or exc}") from None
     needed = file_bytes * 2 + (16 << 20)  # the file and its temporary copy while it is saved
     if free < needed:
-        raise UserFacingError(f"not enough disk space in {directory} for {human(file_bytes)} of "
-                              f"anchors: {human(free)} free, {human(needed)} needed; use a "
-                              "smaller --size or another --dir")
+        raise UserFacingError(
+            f"not enough disk space in {directory} for {format_bytes(file_bytes)} of anchors: "
+            f"{format_bytes(free)} free, {format_bytes(needed)} needed; use a smaller --size or "
+            "another --dir")
     if plan.compare_eager:
         available = _mem_available()
         if available is not None and file_bytes > available * 0.8:
-            raise UserFacingError(f"--compare-eager would read {human(file_bytes)} into memory "
-                                  f"but only {human(available)} is available; use a smaller "
-                                  "--size")
+            raise UserFacingError(
+                f"--compare-eager would read {format_bytes(file_bytes)} into memory but only "
+                f"{format_bytes(available)} is available; use a smaller --size")
 
 
 def _mem_available() -> int | None:
@@ -340,8 +334,8 @@ def restart(path: str, anchors: SyntheticAnchors, behind, progress: Progress,
         span = resumed.span
         loaded = span.attributes
         progress(f"{label}: loaded {loaded.get('yeto.anchors.tensor_count', 0):,} anchors, mode "
-                 f"{resumed.load_mode}, {human(loaded.get('yeto.anchors.bytes_mapped', 0))} "
-                 f"mapped of {human(resumed.file_size)}")
+                 f"{resumed.load_mode}, {format_bytes(loaded.get('yeto.anchors.bytes_mapped', 0))} "
+                 f"mapped of {format_bytes(resumed.file_size)}")
         for k, (fragment_id, indices) in enumerate(behind, 1):
             with torch.no_grad():
                 for i in indices:
@@ -354,7 +348,7 @@ def restart(path: str, anchors: SyntheticAnchors, behind, progress: Progress,
             touched = resumed.bytes_touched()
             progress(f"{label}: caught up fragment {k}/{len(behind)} (id {fragment_id}, "
                      f"{len(indices)} shards), "
-                     f"{human(touched) if touched is not None else '?'} of anchors touched")
+                     f"{format_bytes(touched) if touched is not None else '?'} of anchors touched")
     attributes = dict(span.attributes)
     seconds = (span.end_time - span.start_time) / 1e9
     trace_id = format(span.get_span_context().trace_id, "032x")
@@ -437,9 +431,9 @@ def run_steps(plan: Plan, step_log_path: str, progress: Progress, settings) -> d
                     rss = rss.value if rss is not None else None
                     anon = anon.value if anon is not None else None
                 progress(f"step {step}/{plan.steps}: loss {loss:.3f}, held "
-                         f"{human(held_bytes)}{' -> released' if released else ''}, RSS "
-                         f"{human(rss) if rss is not None else '?'}, anonymous "
-                         f"{human(anon) if anon is not None else '?'}{note}")
+                         f"{format_bytes(held_bytes)}{' -> released' if released else ''}, RSS "
+                         f"{format_bytes(rss) if rss is not None else '?'}, anonymous "
+                         f"{format_bytes(anon) if anon is not None else '?'}{note}")
     held.clear()
     return {"steps": plan.steps, "step_memory": "pinned + anonymous" if pinned else "anonymous",
             "pinned": pinned,
@@ -551,11 +545,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         from .anchors import save_resume_anchors
 
-        progress(f"saving {plan.shards:,} FP32 anchors ({human(plan.size)}) to {path} ...")
+        progress(f"saving {plan.shards:,} FP32 anchors ({format_bytes(plan.size)}) to {path} ...")
         t0 = time.monotonic()
         save_resume_anchors(path, anchors)
         save_seconds = time.monotonic() - t0
-        progress(f"saved {human(os.path.getsize(path))} in {save_seconds:.2f} s")
+        progress(f"saved {format_bytes(os.path.getsize(path))} in {save_seconds:.2f} s")
 
         behind_shards = sum(len(r) for _, r in behind)
         progress(f"restart: the syncer moved {len(behind)} of {FRAGMENTS} fragments "
@@ -621,7 +615,7 @@ def _pct(part, whole) -> str:
 
 
 def _size_or_q(n) -> str:
-    return human(n) if n is not None else "?"
+    return format_bytes(n) if n is not None else "?"
 
 
 def _text_summary(s: dict) -> str:
@@ -629,8 +623,8 @@ def _text_summary(s: dict) -> str:
     lines = [
         "",
         "yeto-otel demo: island restart",
-        f"  anchors         {s['shards']:,} FP32 shards, {human(s['size'])} "
-        f"(file {human(r['file_size'])}: each shard starts on a page)",
+        f"  anchors         {s['shards']:,} FP32 shards, {format_bytes(s['size'])} "
+        f"(file {format_bytes(r['file_size'])}: each shard starts on a page)",
         f"  anchor file     {s['anchor_file']}" + ("" if s["anchor_file_kept"] else " (removed)"),
         f"  catch-up        {len(s['fragments_behind'])} of {s['fragments']} fragments "
         f"({s['shards_behind']:,} shards, 1/8) moved past by the syncer",
@@ -660,8 +654,8 @@ def _text_summary(s: dict) -> str:
     if "steps" in s:
         lines += [
             "",
-            f"  steps           {s['steps']}, each holding {human(s['step_bytes'])} more, "
-            f"released every {s['release_every']} (peak {human(s['peak_held_bytes'])})",
+            f"  steps           {s['steps']}, each holding {format_bytes(s['step_bytes'])} more, "
+            f"released every {s['release_every']} (peak {format_bytes(s['peak_held_bytes'])})",
             f"  step memory     {s['step_memory']}"
             + ("" if s["pinned"] else " only (no CUDA here, so no pinned host memory)"),
         ]

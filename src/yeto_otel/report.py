@@ -39,6 +39,7 @@ from .errors import UserFacingError
 from .otlp_json import (CUMULATIVE, DELTA, BadBatch, BadLine, LogRecord, Span, log_records,
                         metric_points, read_json_lines, spans)
 from .quantity import Kind
+from .units import format_bytes
 
 __all__ = ["CHART_IDS", "Point", "Series", "Telemetry", "add_arguments", "build_html",
            "load_telemetry", "plotted", "rates", "run"]
@@ -295,14 +296,7 @@ def _clock(ns: int) -> str:
 
 
 def _human_bytes(value: float | None) -> str:
-    if value is None:
-        return "-"
-    sign, value = ("-" if value < 0 else ""), abs(float(value))
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{sign}{value:,.0f} {unit}" if unit == "B" else f"{sign}{value:,.1f} {unit}"
-        value /= 1024
-    raise AssertionError("unreachable")
+    return "-" if value is None else format_bytes(value)
 
 
 def _byte_scale(values) -> tuple[float, str]:
