@@ -213,11 +213,14 @@ class Stack:
                           YETO_JAEGER_QUERY_HTTP_ENDPOINT=f"{LOOPBACK}:{p['jaeger_query_http']}",
                           YETO_JAEGER_QUERY_GRPC_ENDPOINT=f"{LOOPBACK}:{p['jaeger_query_grpc']}",
                           YETO_JAEGER_HEALTH_ENDPOINT=f"{LOOPBACK}:{p['jaeger_health']}",
-                          YETO_JAEGER_TELEMETRY_PORT=str(p["jaeger_telemetry"]))
+                          YETO_JAEGER_TELEMETRY_PORT=str(p["jaeger_telemetry"]),
+                          YETO_JAEGER_BADGER_DIR=str(self.workdir / "jaeger-data"))
         jaeger = _binary("YETO_JAEGER_BIN", COLLECTOR_DIR / "jaeger" / "bin" / "jaeger",
                          "build it with collector/build-jaeger.sh")
+        # Traces on disk (Badger), so a restarted Jaeger still has what it stored before.
         self._components["jaeger"] = _Component(
-            "jaeger", [jaeger, "--config", str(COLLECTOR_DIR / "jaeger.yaml")], jaeger_env,
+            "jaeger", [jaeger, "--config", str(COLLECTOR_DIR / "jaeger.yaml"),
+                       "--config", str(COLLECTOR_DIR / "jaeger-persistent.yaml")], jaeger_env,
             f"http://{LOOPBACK}:{p['jaeger_health']}/status",
             lambda status, body: status == 200, self.workdir / "jaeger.log")
 
@@ -287,6 +290,11 @@ class Stack:
     def running(self, name: str) -> bool:
         return self._components[name].running
 
+    def pid(self, name: str) -> int | None:
+        """The component's process id while it runs (for CPU and memory measurements)."""
+        component = self._components[name]
+        return component.process.pid if component.running else None
+
     def log(self, name: str, lines: int = 50) -> str:
         return self._components[name].log_tail(lines)
 
@@ -338,6 +346,25 @@ class Stack:
         if status != 200 or payload.get("status") != "success":
             raise StackError(f"prometheus {path}: HTTP {status}: {body[:300]!r}")
         return payload["data"]
+
+    def agent_metric(self, name: str, **labels: str) -> float | None:
+        """Sum of the agent's own metric `name` over the series matching `labels` (its
+        Prometheus endpoint); None when the agent is down or has no such series yet."""
+        try:
+            status, body = _http_get(self.agent_telemetry_url, timeout=5.0)
+        except OSError:
+            return None
+        if status != 200:
+            return None
+        total, seen = 0.0, False
+        for line in body.decode(errors="replace").splitlines():
+            if not line.startswith(name) or line[len(name):len(name) + 1] not in ("{", " "):
+                continue
+            series, _, value = line.rpartition(" ")
+            if all(f'{key}="{wanted}"' in series for key, wanted in labels.items()):
+                total += float(value)
+                seen = True
+        return total if seen else None
 
     def wait_for(self, predicate, timeout: float = 60.0, interval: float = 0.5,
                  what: str = "condition"):

@@ -91,3 +91,15 @@ def test_components_lists_every_type_the_configs_name(otelcol_bin):
             wanted = _component_types(config.get(section))
             have = set(listed.get(section) or ())
             assert wanted <= have, f"{name}: {section} {sorted(wanted - have)} not in the build"
+
+
+@pytest.mark.parametrize("configs", [["jaeger.yaml"], ["jaeger.yaml", "jaeger-persistent.yaml"]],
+                         ids=["memory", "persistent"])
+def test_jaeger_configs_validate(jaeger_bin, tmp_path, configs):
+    argv = [jaeger_bin, "validate"]
+    for name in configs:
+        argv += ["--config", str(COLLECTOR_DIR / name)]
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
+           "YETO_JAEGER_BADGER_DIR": str(tmp_path / "badger")}
+    result = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
