@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from yeto_otel.prometheus_names import exported_metric_names
+
 HERE = Path(__file__).resolve().parent
 WORLD = 2
 QUERY_TIMEOUT = 60.0
@@ -36,7 +38,11 @@ def run(stack, instrument_bin, tmp_path_factory):
                    OTEL_TRACES_EXPORTER="otlp", OTEL_METRICS_EXPORTER="otlp",
                    OTEL_LOGS_EXPORTER="none",
                    RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(WORLD),
-                   LOCAL_WORLD_SIZE=str(WORLD))
+                   LOCAL_WORLD_SIZE=str(WORLD),
+                   # every allocator metric too, from a stand-in allocator beside this file
+                   YETO_OTEL_HOST_ALLOCATOR="e2e_allocator:stats",
+                   PYTHONPATH=os.pathsep.join(filter(None, [str(HERE),
+                                                            os.environ.get("PYTHONPATH")])))
         procs[rank] = subprocess.Popen(
             [instrument_bin, sys.executable, str(HERE / "trainer.py"),
              str(workdir / f"anchors-{rank}.pt"), "2.5"],
@@ -179,3 +185,27 @@ def test_no_sample_rejected(stack, run):
     log = stack.log("agent", lines=100000).lower()
     for needle in ("out of order", "out-of-order", "duplicate sample", "permanent error"):
         assert needle not in log, stack.log("agent", lines=200)
+
+
+def test_prometheus_names_are_the_documented_ones(stack, run):
+    """Every metric the product exports arrives under the name yeto_otel.prometheus_names (and
+    docs/metrics.md, the alert rules and the dashboards) use, and nothing else does."""
+    service, _ = run
+    expected = set(exported_metric_names())
+
+    def arrived():
+        names = {s["__name__"] for s in stack.prometheus_series(f'{{job=~".*{service}"}}')}
+        names.discard("target_info")
+        return names if names >= expected else None
+
+    try:
+        names = stack.wait_for(arrived, timeout=QUERY_TIMEOUT, what="every exported metric")
+    except Exception:
+        names = {s["__name__"] for s in stack.prometheus_series(f'{{job=~".*{service}"}}')}
+        pytest.fail(f"missing in Prometheus: {sorted(expected - names)}; "
+                    f"unexpected: {sorted(names - expected - {'target_info'})}")
+    assert names == expected, sorted(names ^ expected)
+    mapped = stack.prometheus_query(f'yeto_resume_anchors_bytes_mapped{{job=~".*{service}"}}')
+    assert {s["metric"]["yeto_rank"] for s in mapped} == {"0", "1"}, mapped
+    assert all(float(s["value"][1]) > 0 and s["metric"]["yeto_anchors_load_mode"] == "mmap"
+               for s in mapped), mapped

@@ -15,11 +15,13 @@ from __future__ import annotations
 import logging
 import os
 
-from opentelemetry import context, trace
+from opentelemetry import context, metrics, trace
 from opentelemetry.trace import Status, StatusCode
 
 from ..procfs import ProcFile, ProcReadError, parse_kb_fields
 from .. import span_table as names
+from ..resume_metric_table import (LOAD_MODE_ATTRIBUTE, RESUME_BYTES_MAPPED,
+                                   RESUME_BYTES_TOUCHED)
 from ..settings import load_settings
 from ..version import __version__
 from .file_format import dtype_name
@@ -63,11 +65,33 @@ def _dtype_of(tensors: dict, recorded: str | None) -> str:
     return dtypes.pop() if len(dtypes) == 1 else ("mixed" if dtypes else "none")
 
 
+class _ResumeGauges:
+    """`yeto.resume.anchors.bytes_mapped` / `.bytes_touched`, set once per resume."""
+
+    def __init__(self, meter_provider) -> None:
+        meter = metrics.get_meter("yeto_otel.anchors", __version__, meter_provider)
+        self._mapped = meter.create_gauge(RESUME_BYTES_MAPPED.name, unit=RESUME_BYTES_MAPPED.unit,
+                                          description=RESUME_BYTES_MAPPED.description)
+        self._touched = meter.create_gauge(RESUME_BYTES_TOUCHED.name,
+                                           unit=RESUME_BYTES_TOUCHED.unit,
+                                           description=RESUME_BYTES_TOUCHED.description)
+
+    def record(self, mode: str, mapped: int, touched: int | None) -> None:
+        attributes = {LOAD_MODE_ATTRIBUTE: mode}
+        try:
+            self._mapped.set(mapped, attributes)
+            if touched is not None:
+                self._touched.set(touched, attributes)
+        except Exception:  # telemetry never fails a resume
+            _log.debug("cannot record the resume gauges", exc_info=True)
+
+
 class ResumeAnchors:
     """The loaded anchors and their residency window. Use as a context manager (or `close()`)."""
 
     def __init__(self, *, path: str, tensors: dict, mode: str, file_size: int, span,
-                 probe: ResidencyProbe | None, anonymous: _Anonymous, anonymous_before: int | None):
+                 probe: ResidencyProbe | None, anonymous: _Anonymous, anonymous_before: int | None,
+                 bytes_mapped: int = 0, gauges: _ResumeGauges | None = None):
         self.path = path
         self.load_mode = mode
         self.file_size = file_size
@@ -78,6 +102,8 @@ class ResumeAnchors:
         self._anonymous_before = anonymous_before
         self._token = None
         self._fragments = 0
+        self._bytes_mapped = bytes_mapped
+        self._gauges = gauges
 
     @property
     def tensors(self) -> dict:
@@ -134,6 +160,8 @@ class ResumeAnchors:
             span.set_attribute(names.ANCHORS_ANONYMOUS_DELTA.name,
                                anonymous_now - self._anonymous_before)
         span.set_attribute(names.ANCHORS_FRAGMENTS_DONE.name, self._fragments)
+        if self._gauges is not None:
+            self._gauges.record(self.load_mode, self._bytes_mapped, touched)
         if exc is not None:
             span.record_exception(exc)
             span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
@@ -144,11 +172,14 @@ class ResumeAnchors:
         span.end()
 
 
-def load_resume_anchors(path: str | os.PathLike, *, tracer_provider=None) -> ResumeAnchors:
+def load_resume_anchors(path: str | os.PathLike, *, tracer_provider=None,
+                        meter_provider=None) -> ResumeAnchors:
     """Load the anchor file at `path`, mapped unless YETO_DILOCO_RESUME_ANCHOR_MMAP=0.
 
     Raises AnchorLoadError (recorded on the span, status ERROR) for a missing, truncated,
     corrupt or foreign file, or one whose pickle would run code; never returns partial anchors.
+    When the block ends, the gauges `yeto.resume.anchors.bytes_mapped` / `.bytes_touched` are
+    set too. `tracer_provider` / `meter_provider`: the global ones when not given.
     """
     settings = load_settings()
     path = os.fspath(path)
@@ -176,12 +207,14 @@ def load_resume_anchors(path: str | os.PathLike, *, tracer_provider=None) -> Res
                                f"{type(exc).__name__}: {exc}"))
         span.end()
         raise
+    bytes_mapped = residency.bytes_mapped if residency is not None else 0
     span.set_attributes({
         names.ANCHORS_DTYPE.name: _dtype_of(tensors, recorded),
         names.ANCHORS_TENSOR_COUNT.name: len(tensors),
-        names.ANCHORS_BYTES_MAPPED.name: residency.bytes_mapped if residency is not None else 0,
+        names.ANCHORS_BYTES_MAPPED.name: bytes_mapped,
     })
     if probe is not None and residency is None:
         _log.warning("cannot measure the residency of %s: %s", path, probe.error)
     return ResumeAnchors(path=path, tensors=tensors, mode=mode, file_size=size, span=span,
-                         probe=probe, anonymous=anonymous, anonymous_before=anonymous_before)
+                         probe=probe, anonymous=anonymous, anonymous_before=anonymous_before,
+                         bytes_mapped=bytes_mapped, gauges=_ResumeGauges(meter_provider))
