@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 COLLECTOR_DIR = Path(__file__).resolve().parents[2] / "collector"
 
@@ -15,33 +16,17 @@ SECTIONS = ("receivers", "processors", "exporters", "extensions", "connectors")
 
 
 def top_level_keys(text: str) -> dict[str, list[str]]:
-    """{section: [its direct child keys]} of a block-style YAML document (no PyYAML needed).
-
-    Enough for the collector configs and `components` output: sections at column 0, their
-    children at the first deeper indentation, as `key:` or as `- name: key` list items."""
-    sections: dict[str, list[str]] = {}
-    current, child_indent = None, None
-    for raw in text.splitlines():
-        line = raw.split(" #", 1)[0].rstrip() if not raw.lstrip().startswith("#") else ""
-        if not line.strip():
-            continue
-        indent = len(line) - len(line.lstrip())
-        if indent == 0:
-            current = line.split(":", 1)[0].strip()
-            sections[current] = []
-            child_indent = None
-            continue
-        if current is None:
-            continue
-        if child_indent is None:
-            child_indent = indent
-        if indent != child_indent:
-            continue
-        item = line.strip()
-        if item.startswith("- name:"):
-            sections[current].append(item[len("- name:"):].strip().strip('"'))
-        elif not item.startswith("-") and ":" in item:
-            sections[current].append(item.split(":", 1)[0].strip().strip('"'))
+    """{section: [its component ids]} of a collector config or of `components` output (which
+    lists each section's components as `- name: <type>`)."""
+    sections = {}
+    for section, body in (yaml.safe_load(text) or {}).items():
+        if isinstance(body, dict):
+            sections[section] = list(body)
+        elif isinstance(body, list):
+            sections[section] = [item["name"] for item in body
+                                 if isinstance(item, dict) and "name" in item]
+        else:
+            sections[section] = []
     return sections
 
 

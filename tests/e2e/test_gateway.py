@@ -7,26 +7,18 @@ import os
 import shutil
 import ssl
 import subprocess
-import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
 
+import required_components
+from required_components import missing
+
 GATEWAY_CONFIG = Path(__file__).resolve().parents[2] / "collector" / "gateway.yaml"
 TOKEN = "e2e-gateway-token"
 EMPTY_TRACES = b'{"resourceSpans":[]}'
-
-
-def _conftest():
-    """This directory's conftest module (for its missing-component rule and stack helpers)."""
-    here = str(Path(__file__).resolve().parent / "conftest.py")
-    for module in list(sys.modules.values()):
-        if getattr(module, "__file__", None) and os.path.realpath(module.__file__) == here:
-            return module
-    raise RuntimeError("tests/e2e/conftest.py is not loaded")
 
 
 def _self_signed(workdir: Path) -> tuple[Path, Path]:
@@ -36,7 +28,7 @@ def _self_signed(workdir: Path) -> tuple[Path, Path]:
     except ImportError:
         openssl = shutil.which("openssl")
         if openssl is None:
-            _conftest().missing("openssl (for a self-signed test certificate)", "apt-get install openssl")
+            missing("openssl (for a self-signed test certificate)", "apt-get install openssl")
         subprocess.run([openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt",
                         "ec_paramgen_curve:prime256v1", "-nodes", "-subj", "/CN=127.0.0.1",
                         "-addext", "subjectAltName=IP:127.0.0.1", "-days", "1",
@@ -70,7 +62,7 @@ def _self_signed(workdir: Path) -> tuple[Path, Path]:
 
 @pytest.fixture(scope="module")
 def gateway(otelcol_bin, tmp_path_factory):
-    stack_module = _conftest().stack_module
+    stack_module = required_components.stack_module()
     free_port = stack_module.free_port
     workdir = tmp_path_factory.mktemp("gateway")
     cert, key = _self_signed(workdir)
@@ -147,7 +139,7 @@ def _grpc():
     try:
         import grpc
     except ImportError:
-        _conftest().missing("grpcio (beside this python)", 'pip install -e ".[test]"')
+        missing("grpcio (beside this python)", 'pip install -e ".[test]"')
     return grpc
 
 

@@ -9,7 +9,6 @@ was lost. Each test leaves every component running again for the next one.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -18,17 +17,13 @@ from pathlib import Path
 
 import pytest
 
+from e2e_ranks import clean_env
+
 HERE = Path(__file__).resolve().parent
 TRACES_QUEUE = {"exporter": "otlp_grpc/traces"}
 # Longer than the agent's retry backoff cap (30 s), so a retry that was sleeping when the
 # backend came back still fires within the wait.
 DELIVERY_TIMEOUT = 120.0
-
-
-def _base_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items()
-            if not k.startswith(("OTEL_", "YETO_"))
-            and k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE")}
 
 
 class Rank:
@@ -39,7 +34,7 @@ class Rank:
         self.service = f"yeto-outage-{uuid.uuid4().hex[:8]}"
         self.summary_path = workdir / f"{self.service}.json"
         self.steps = steps
-        full_env = dict(_base_env(), **stack.trainer_env(),
+        full_env = dict(clean_env(), **stack.trainer_env(),
                         OTEL_SERVICE_NAME=self.service, OTEL_TRACES_EXPORTER="otlp",
                         OTEL_METRICS_EXPORTER="otlp", OTEL_LOGS_EXPORTER="none",
                         OTEL_METRIC_EXPORT_INTERVAL="1000", OTEL_BSP_SCHEDULE_DELAY="200",

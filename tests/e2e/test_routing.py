@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
-import time
 import urllib.request
 import uuid
 from pathlib import Path
 
 import pytest
 
+from e2e_ranks import run_ranks
 from yeto_otel.prometheus_names import exported_metric_names
 
 HERE = Path(__file__).resolve().parent
@@ -20,41 +18,16 @@ WORLD = 2
 QUERY_TIMEOUT = 60.0
 
 
-def _base_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items()
-            if not k.startswith(("OTEL_", "YETO_"))
-            and k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE")}
-
-
 @pytest.fixture(scope="module")
 def run(stack, instrument_bin, tmp_path_factory):
     """Runs both ranks to completion; returns (service name, {rank: CompletedProcess})."""
     service = f"yeto-e2e-{uuid.uuid4().hex[:8]}"
     workdir = tmp_path_factory.mktemp("ranks")
-    procs = {}
-    for rank in range(WORLD):
-        env = dict(_base_env(), **stack.trainer_env(),
-                   OTEL_SERVICE_NAME=service, OTEL_METRIC_EXPORT_INTERVAL="500",
-                   OTEL_TRACES_EXPORTER="otlp", OTEL_METRICS_EXPORTER="otlp",
-                   OTEL_LOGS_EXPORTER="none",
-                   RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(WORLD),
-                   LOCAL_WORLD_SIZE=str(WORLD),
-                   # every allocator metric too, from a stand-in allocator beside this file
-                   YETO_OTEL_HOST_ALLOCATOR="e2e_allocator:stats",
-                   PYTHONPATH=os.pathsep.join(filter(None, [str(HERE),
-                                                            os.environ.get("PYTHONPATH")])))
-        procs[rank] = subprocess.Popen(
-            [instrument_bin, sys.executable, str(HERE / "trainer.py"),
-             str(workdir / f"anchors-{rank}.pt"), "2.5"],
-            env=env, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    results = {}
-    for rank, proc in procs.items():
-        try:
-            out, err = proc.communicate(timeout=120)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            out, err = proc.communicate()
-        results[rank] = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    # every allocator metric too, from a stand-in allocator beside this file
+    results = run_ranks(stack, instrument_bin, workdir, service, world=WORLD, seconds=2.5,
+                        YETO_OTEL_HOST_ALLOCATOR="e2e_allocator:stats",
+                        PYTHONPATH=os.pathsep.join(filter(None, [str(HERE),
+                                                                 os.environ.get("PYTHONPATH")])))
     return service, results
 
 

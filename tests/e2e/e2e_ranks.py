@@ -1,0 +1,46 @@
+"""Trainer-like ranks for the e2e tests: each one `tests/e2e/trainer.py` under
+`opentelemetry-instrument`, exporting to a stack's agent with the product's env settings."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def clean_env() -> dict[str, str]:
+    """This environment without any OTel, yeto or launcher setting a developer's shell may have."""
+    return {k: v for k, v in os.environ.items()
+            if not k.startswith(("OTEL_", "YETO_"))
+            and k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE")}
+
+
+def run_ranks(stack, instrument_bin: str, workdir: Path, service: str, *, world: int,
+              seconds: float, **env: str) -> dict[int, subprocess.CompletedProcess]:
+    """Run `world` ranks on one host side by side to completion; {rank: CompletedProcess}."""
+    procs = {}
+    for rank in range(world):
+        rank_env = dict(clean_env(), **stack.trainer_env(),
+                        OTEL_SERVICE_NAME=service, OTEL_METRIC_EXPORT_INTERVAL="500",
+                        OTEL_TRACES_EXPORTER="otlp", OTEL_METRICS_EXPORTER="otlp",
+                        OTEL_LOGS_EXPORTER="none",
+                        RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world),
+                        LOCAL_WORLD_SIZE=str(world))
+        rank_env.update(env)
+        procs[rank] = subprocess.Popen(
+            [instrument_bin, sys.executable, str(HERE / "trainer.py"),
+             str(workdir / f"anchors-{rank}.pt"), str(seconds)],
+            env=rank_env, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True)
+    results = {}
+    for rank, proc in procs.items():
+        try:
+            out, err = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+        results[rank] = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    return results
