@@ -1,0 +1,201 @@
+"""The Prometheus rules in collector/alerts: promtool accepts them, their unit tests pass, every
+alert is documented in docs/alerts.md, and the thresholds have one value everywhere."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+ALERTS_DIR = ROOT / "collector" / "alerts"
+TESTS_DIR = ALERTS_DIR / "tests"
+RUNBOOK = ROOT / "docs" / "alerts.md"
+RULE_FILES = sorted(ALERTS_DIR.glob("*.yml"))
+TEST_FILES = sorted(TESTS_DIR.glob("*.yml"))
+
+# Read by dashboards: renaming one breaks them.
+RECORDING_RULES = {
+    "host_name:yeto_node_memory_anon_pages_bytes:min20m",
+    "host_name:yeto_node_memory_anon_pages_bytes:floor_rise20m",
+    "host_name:yeto_node_memory_available_bytes:min20m",
+    "host_name:yeto_node_memory_available_bytes:seconds_to_exhaustion",
+    "instance:yeto_process_memory_anonymous_bytes:min20m",
+    "instance:yeto_process_memory_anonymous_bytes:floor_rise20m",
+    "yeto:floor_rise_threshold:bytes",
+    "yeto:exhaustion_horizon:seconds",
+}
+ALERTS = {"YetoNodeAnonPagesLeak", "YetoRankAnonymousLeak", "YetoNodeMemoryExhaustion"}
+SEVERITIES = {"critical", "warning", "info"}
+
+
+def load_yaml(path: Path) -> object:
+    return yaml.safe_load(path.read_text())
+
+
+def rules_of(path: Path) -> list[dict]:
+    return [rule for group in load_yaml(path)["groups"] for rule in group["rules"]]
+
+
+def all_rules() -> list[dict]:
+    return [rule for path in RULE_FILES for rule in rules_of(path)]
+
+
+def _run(argv: list[str], cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=300)
+
+
+def _show(result: subprocess.CompletedProcess) -> str:
+    return f"exit {result.returncode}\n--- stdout\n{result.stdout}\n--- stderr\n{result.stderr}"
+
+
+# --- promtool --------------------------------------------------------------------------------
+def test_rule_and_test_files_exist():
+    assert RULE_FILES, f"no rule files in {ALERTS_DIR}"
+    assert TEST_FILES, f"no promtool tests in {TESTS_DIR}"
+
+
+@pytest.mark.parametrize("path", RULE_FILES, ids=lambda p: p.name)
+def test_promtool_check_rules(promtool_bin, path):
+    result = _run([promtool_bin, "check", "rules", str(path)])
+    assert result.returncode == 0, _show(result)
+    found = re.search(r"SUCCESS: (\d+) rules found", result.stdout + result.stderr)
+    assert found, _show(result)
+    # The YAML reader used by the tests below sees the same rules promtool does.
+    assert int(found.group(1)) == len(rules_of(path)), _show(result)
+
+
+@pytest.mark.parametrize("path", TEST_FILES, ids=lambda p: p.name)
+def test_promtool_unit_tests(promtool_bin, path):
+    result = _run([promtool_bin, "test", "rules", path.name], cwd=TESTS_DIR)
+    assert result.returncode == 0, _show(result)
+    assert "SUCCESS" in result.stdout + result.stderr, _show(result)
+
+
+def test_generated_unit_tests_are_up_to_date():
+    result = _run([sys.executable, str(TESTS_DIR / "generate.py"), "--check"])
+    assert result.returncode == 0, _show(result)
+
+
+def test_every_test_file_loads_the_rules():
+    for path in TEST_FILES:
+        doc = load_yaml(path)
+        assert doc["rule_files"] == ["../yeto-memory.yml"], path.name
+        assert doc["evaluation_interval"] == "1m", path.name  # the groups' own interval
+        for test in doc["tests"]:
+            # promtool 2.42: a test group without its own interval silently has no data.
+            assert test.get("interval") == "1m", (path.name, test.get("name"))
+
+
+# --- structure ---------------------------------------------------------------------------------
+def test_every_group_has_an_interval():
+    for path in RULE_FILES:
+        for group in load_yaml(path)["groups"]:
+            assert group.get("interval"), f"{path.name}: group {group['name']} has no interval"
+
+
+def test_recording_rule_names():
+    recorded = {r["record"] for r in all_rules() if "record" in r}
+    missing = RECORDING_RULES - recorded
+    assert not missing, f"recording rules the dashboards read are missing: {sorted(missing)}"
+
+
+def github_anchors(markdown: str) -> set[str]:
+    """Anchors GitHub gives the headings: lowercase, punctuation dropped, spaces to hyphens,
+    `-1`, `-2` ... for repeats. Headings inside fenced code blocks do not count."""
+    anchors: set[str] = set()
+    seen: dict[str, int] = {}
+    fenced = False
+    for line in markdown.splitlines():
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+            continue
+        match = None if fenced else re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if not match:
+            continue
+        slug = re.sub(r"[^\w\- ]", "", match.group(1).strip().lower()).replace(" ", "-")
+        count = seen.get(slug, 0)
+        seen[slug] = count + 1
+        anchors.add(slug if count == 0 else f"{slug}-{count}")
+    return anchors
+
+
+def test_github_anchor_rules():
+    assert github_anchors("## YetoNodeAnonPagesLeak\n") == {"yetonodeanonpagesleak"}
+    assert github_anchors("## How a leak is told: `min_over_time`!\n# x\n# x\n") == {
+        "how-a-leak-is-told-min_over_time", "x", "x-1"}
+    assert github_anchors("```\n# not a heading\n```\n") == set()
+
+
+def test_every_alert_is_documented():
+    alerts = [r for r in all_rules() if "alert" in r]
+    names = {r["alert"] for r in alerts}
+    assert ALERTS <= names, sorted(ALERTS - names)
+    anchors = github_anchors(RUNBOOK.read_text())
+    for rule in alerts:
+        name = rule["alert"]
+        labels = rule.get("labels") or {}
+        annotations = rule.get("annotations") or {}
+        assert labels.get("severity") in SEVERITIES, (name, labels)
+        for key in ("summary", "description", "runbook_url"):
+            assert (annotations.get(key) or "").strip(), f"{name}: no {key}"
+        url = annotations["runbook_url"]
+        assert url.startswith("docs/alerts.md#"), (name, url)
+        anchor = url.split("#", 1)[1]
+        assert anchor in anchors, f"{name}: {url} points to no heading of docs/alerts.md"
+        assert anchor == name.lower(), (name, url)
+
+
+def test_runbook_links_within_the_page_resolve():
+    text = RUNBOOK.read_text()
+    anchors = github_anchors(text)
+    links = re.findall(r"\]\(#([^)]+)\)", text)
+    assert links
+    assert not [link for link in links if link not in anchors]
+
+
+# --- thresholds --------------------------------------------------------------------------------
+def _constant(name: str) -> float:
+    (rule,) = [r for r in all_rules() if r.get("record") == name]
+    match = re.fullmatch(r"\s*vector\(\s*([0-9.e+]+)\s*\)\s*", rule["expr"])
+    assert match, f"{name} is not a constant: {rule['expr']!r}"
+    return float(match.group(1))
+
+
+def _humanize1024(value: float) -> str:
+    """Prometheus' humanize1024 template function."""
+    prefix = ""
+    for unit in ("Ki", "Mi", "Gi", "Ti", "Pi", "Ei", "Zi", "Yi"):
+        if abs(value) < 1024:
+            break
+        prefix, value = unit, value / 1024
+    return f"{value:.4g}{prefix}"
+
+
+def test_thresholds_have_one_value_everywhere():
+    threshold = _constant("yeto:floor_rise_threshold:bytes")
+    horizon = _constant("yeto:exhaustion_horizon:seconds")
+    assert threshold == 10 * 1024 * 1024
+    assert horizon == 4 * 3600
+    # The alerts read the constants' series; they hold no numbers of their own to drift.
+    for rule in all_rules():
+        if "alert" not in rule or rule["alert"] == "YetoCensusErrors":
+            continue
+        expr = rule["expr"]
+        assert "scalar(yeto:floor_rise_threshold:bytes)" in expr, rule["alert"]
+        without_windows = re.sub(r"\[[^\]]*\]|offset\s+\w+", "", expr)
+        numbers = re.findall(r"(?<![\w:.])\d+(?:\.\d+)?(?:e[+-]?\d+)?(?![\w:])", without_windows)
+        assert not numbers, f"{rule['alert']}: literal numbers {numbers} beside the constants"
+    exhaustion = [r for r in all_rules() if r.get("alert") == "YetoNodeMemoryExhaustion"][0]
+    assert "scalar(yeto:exhaustion_horizon:seconds)" in exhaustion["expr"]
+    # The runbook and the generated tests state the same numbers.
+    runbook = RUNBOOK.read_text()
+    mib = threshold / (1024 * 1024)
+    assert f"| {mib:g} MiB (" in runbook and f"{threshold:.0f} ({mib:g} MiB)" in runbook
+    assert f"| {horizon / 3600:g}h |" in runbook and f"{horizon:.0f} ({horizon / 3600:g}h)" in runbook
+    generator = (TESTS_DIR / "generate.py").read_text()
+    assert f'THRESHOLD = "{_humanize1024(threshold)}B"' in generator

@@ -1,0 +1,139 @@
+"""The rules in collector/alerts evaluate cleanly in a real Prometheus on the census that two
+trainer-like ranks send through the agent, and the floor rules record series for them."""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+import yaml
+
+from e2e_ranks import run_ranks
+
+HERE = Path(__file__).resolve().parent
+ALERTS_DIR = HERE.parents[1] / "collector" / "alerts"
+WORLD = 2
+QUERY_TIMEOUT = 60.0
+# Every group evaluates once a minute: a full round after the census arrived takes up to that.
+EVALUATION_TIMEOUT = 150.0
+
+RANK_FLOOR = "instance:yeto_process_memory_anonymous_bytes:min20m"
+NODE_FLOORS = ("host_name:yeto_node_memory_anon_pages_bytes:min20m",
+               "host_name:yeto_node_memory_available_bytes:min20m")
+
+
+def _group_names() -> set[str]:
+    """Group names of every rule file, as Prometheus should have loaded them."""
+    return {group["name"] for path in ALERTS_DIR.glob("*.yml")
+            for group in yaml.safe_load(path.read_text())["groups"]}
+
+
+def _timestamp(text: str) -> float:
+    """Seconds since the epoch of an RFC 3339 time from the Prometheus API (nanoseconds, Z)."""
+    match = re.fullmatch(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)", text)
+    assert match, f"not an RFC 3339 time: {text!r}"
+    base, fraction, zone = match.groups()
+    zone = "+00:00" if zone == "Z" else zone
+    seconds = datetime.fromisoformat(base + zone).astimezone(timezone.utc).timestamp()
+    return seconds + (float("0." + fraction) if fraction else 0.0)
+
+
+@pytest.fixture(scope="module")
+def run(stack, instrument_bin, tmp_path_factory):
+    """Both ranks run to completion; returns (service, {rank: CompletedProcess}, census time):
+    the census time is when Prometheus first answered with both ranks' and the node's census."""
+    service = f"yeto-rules-{uuid.uuid4().hex[:8]}"
+    workdir = tmp_path_factory.mktemp("ranks")
+    results = run_ranks(stack, instrument_bin, workdir, service, world=WORLD, seconds=3)
+    for rank, result in results.items():
+        assert result.returncode == 0, f"rank {rank}:\n{result.stdout}\n{result.stderr[-3000:]}"
+
+    job = f'job=~".*{service}"'
+
+    def census():
+        ranks = stack.prometheus_query(f"yeto_process_memory_anonymous_bytes{{{job}}}")
+        node = stack.prometheus_query(f"yeto_node_memory_anon_pages_bytes{{{job}}}")
+        available = stack.prometheus_query(f"yeto_node_memory_available_bytes{{{job}}}")
+        if {s["metric"].get("yeto_rank") for s in ranks} == {"0", "1"} and node and available:
+            return ranks
+        return None
+
+    stack.wait_for(census, timeout=QUERY_TIMEOUT, what=f"the census of {service} in Prometheus")
+    return service, results, time.time()
+
+
+def _rule_groups(stack) -> list[dict]:
+    return stack._prometheus("/api/v1/rules", {})["groups"]
+
+
+def _evaluated_since(stack, since: float):
+    """The rule groups once every rule has been evaluated after `since`, else None."""
+    groups = _rule_groups(stack)
+    rules = [rule for group in groups for rule in group["rules"]]
+    if rules and all(_timestamp(rule["lastEvaluation"]) > since for rule in rules):
+        return groups
+    return None
+
+
+@pytest.fixture(scope="module")
+def evaluated(stack, run):
+    _, _, census_time = run
+    return stack.wait_for(lambda: _evaluated_since(stack, census_time),
+                          timeout=EVALUATION_TIMEOUT, interval=1.0,
+                          what="every rule evaluated after the census arrived")
+
+
+def test_every_rule_file_is_loaded(stack, evaluated):
+    expected = _group_names()
+    assert expected, f"no rule groups found in {ALERTS_DIR}"
+    loaded = {group["name"] for group in evaluated}
+    assert expected <= loaded, f"groups not loaded: {sorted(expected - loaded)}"
+    files = {Path(group["file"]).name for group in evaluated}
+    assert files == {p.name for p in ALERTS_DIR.glob("*.yml")}, files
+
+
+def test_every_rule_evaluates_without_error(stack, evaluated):
+    bad = [(group["name"], rule["name"], rule.get("health"), rule.get("lastError"))
+           for group in evaluated for rule in group["rules"]
+           if rule.get("health") != "ok" or rule.get("lastError")]
+    assert not bad, f"{bad}\n{stack.log('prometheus', lines=40)}"
+
+
+def test_every_alert_is_documented_and_quiet(stack, evaluated):
+    alerts = [rule for group in evaluated for rule in group["rules"] if rule["type"] == "alerting"]
+    assert alerts
+    for rule in alerts:
+        assert rule["labels"].get("severity"), rule["name"]
+        for key in ("summary", "description", "runbook_url"):
+            assert rule["annotations"].get(key), (rule["name"], key)
+        # A few seconds of census cannot show a floor rising across three 20m windows.
+        assert rule["state"] != "firing", rule
+
+
+def test_floors_are_recorded_for_the_ranks_and_the_host(stack, run, evaluated):
+    service, _, _ = run
+    floors = stack.prometheus_query(f'{RANK_FLOOR}{{job=~".*{service}"}}')
+    by_rank = {s["metric"]["yeto_rank"]: s for s in floors}
+    assert set(by_rank) == {str(r) for r in range(WORLD)}, floors
+    census = stack.prometheus_query(f'yeto_process_memory_anonymous_bytes{{job=~".*{service}"}}')
+    hosts = {s["metric"]["host_name"] for s in census}
+    assert len(hosts) == 1, census  # both ranks run on this machine
+    (host,) = hosts
+    for rank, series in by_rank.items():
+        labels = series["metric"]
+        assert labels["instance"].endswith(f"/rank-{rank}"), labels
+        assert labels["host_name"] == host and labels.get("yeto_cluster"), labels
+        assert "yeto_local_rank" not in labels and "yeto_world_size" not in labels, labels
+        assert float(series["value"][1]) > 0, series
+    for rule in NODE_FLOORS:
+        result = stack.prometheus_query(f'{rule}{{host_name="{host}"}}')
+        assert len(result) == 1, (rule, result)
+        assert set(result[0]["metric"]) == {"__name__", "yeto_cluster", "host_name"}, result
+        assert float(result[0]["value"][1]) > 0, result
+    # The constants the dashboards draw.
+    assert stack.prometheus_query("yeto:floor_rise_threshold:bytes")
+    assert stack.prometheus_query("yeto:exhaustion_horizon:seconds")
