@@ -30,7 +30,7 @@ class Rank:
     """One emitter process under `opentelemetry-instrument`, exporting to the stack's agent."""
 
     def __init__(self, stack, instrument_bin, workdir: Path, *, steps: int, period: float,
-                 **env: str) -> None:
+                 padding: int = 0, **env: str) -> None:
         self.service = f"yeto-outage-{uuid.uuid4().hex[:8]}"
         self.summary_path = workdir / f"{self.service}.json"
         self.steps = steps
@@ -42,7 +42,7 @@ class Rank:
         full_env.update(env)
         self.process = subprocess.Popen(
             [instrument_bin, sys.executable, str(HERE / "emitter.py"), str(steps), str(period),
-             str(self.summary_path)],
+             str(self.summary_path), str(padding)],
             env=full_env, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             text=True)
         self.ended_at: float | None = None
@@ -88,7 +88,7 @@ def _everything_running_again(stack):
 
 def _steps_in_jaeger(stack, service: str) -> set[int]:
     seqs = set()
-    for trace in stack.jaeger_traces(service, operation="e2e.step", limit=5000):
+    for trace in stack.jaeger_traces(service, operation="e2e.step", limit=20000):
         for span in trace["spans"]:
             for tag in span.get("tags") or ():
                 if tag["key"] == "e2e.seq":
@@ -169,6 +169,27 @@ def test_agent_sigkill_mid_stream_keeps_the_disk_queue(stack, rank_factory):
     _assert_clean_exit(rank.finish())
     stack.start("jaeger")
     _all_steps_arrive(stack, rank)
+
+
+def test_backlog_after_an_outage_is_sent_whole(stack, rank_factory):
+    """A long outage leaves thousands of spans queued; when the backend returns they must go
+    out in batches the backend accepts (gRPC receivers refuse messages over 4 MiB by default,
+    and a refused batch is dropped whole, as a permanent error)."""
+    stack.stop("jaeger")
+    accepted_before = stack.agent_metric("otelcol_receiver_accepted_spans") or 0.0
+    failed_before = stack.agent_metric("otelcol_exporter_send_failed_spans") or 0.0
+    # ~3 KiB spans (a restart span with its events is ~0.6 KiB): 6000 of them are ~18 MB.
+    rank = rank_factory(steps=6000, period=0.0, padding=3000,
+                        OTEL_BSP_MAX_QUEUE_SIZE="20000")
+    _assert_clean_exit(rank.finish())
+    stack.wait_for(lambda: (stack.agent_metric("otelcol_receiver_accepted_spans") or 0.0)
+                   - accepted_before >= rank.steps, timeout=60,
+                   what="the agent to have accepted every span")
+
+    stack.start("jaeger")
+    _all_steps_arrive(stack, rank)
+    failed = (stack.agent_metric("otelcol_exporter_send_failed_spans") or 0.0) - failed_before
+    assert failed == 0, stack.log("agent", 40)
 
 
 def _rss_samples(stack, service: str, minutes: int) -> list[float]:
