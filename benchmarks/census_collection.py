@@ -11,7 +11,7 @@ What one timed call is, per variant (all interleaved call by call in one process
 
 * census          `InMemoryMetricReader.get_metrics_data()` with `HostMemoryInstrumentor`
                   instrumented (every process, node, allocator and error instrument observed;
-                  the allocator is `fake_host_memory_stats` below, with `.freed` > 0).
+                  the allocator is benchmarks/fake_host_allocator.py, with `.freed` > 0).
 * anchor A        same SDK and reader, the same six process/node instruments (same types)
                   fed by ONE `psutil.Process().memory_full_info()` + ONE
                   `psutil.virtual_memory()` per collection (psutil's best case), plus the same
@@ -62,34 +62,8 @@ from yeto_otel.snapshot import CensusReader
 
 PAGE = mmap.PAGESIZE
 
-# ---------------------------------------------------------------------------------------------
-# A fake host allocator: the flat dict torch.cuda.host_memory_stats() returns on a CUDA build
-# that has pinned a few hundred MiB, with `.freed` > 0 so every `.current` is exported as a gauge.
+from fake_host_allocator import ALLOCATOR_REF, fake_host_memory_stats  # noqa: E402
 
-_MiB = 1 << 20
-_STATS = {
-    "allocations.current": 37, "allocations.peak": 64,
-    "allocations.allocated": 1_204, "allocations.freed": 1_167,
-    "allocated_bytes.current": 612 * _MiB, "allocated_bytes.peak": 1_024 * _MiB,
-    "allocated_bytes.allocated": 19_456 * _MiB, "allocated_bytes.freed": 18_844 * _MiB,
-    "active_requests.current": 21, "active_requests.peak": 48,
-    "active_requests.allocated": 88_311, "active_requests.freed": 88_290,
-    "active_bytes.current": 401 * _MiB, "active_bytes.peak": 980 * _MiB,
-    "active_bytes.allocated": 733_001 * _MiB, "active_bytes.freed": 732_600 * _MiB,
-    "num_host_alloc": 1_204, "num_host_free": 1_167,
-    "host_alloc_time.total": 812_345, "host_alloc_time.max": 9_876,
-    "host_alloc_time.min": 3, "host_alloc_time.count": 1_204,
-    "host_free_time.total": 301_122, "host_free_time.max": 4_321,
-    "host_free_time.min": 2, "host_free_time.count": 1_167,
-}
-
-
-def fake_host_memory_stats() -> dict:
-    """A new dict per call, as torch builds one per call."""
-    return dict(_STATS)
-
-
-ALLOCATOR_REF = f"{__name__}:fake_host_memory_stats"
 
 _PROCESS_NODE = tuple(m for m in CENSUS if m.source is not Source.ALLOCATOR)
 _ALLOCATOR = tuple(m for m in CENSUS if m.source is Source.ALLOCATOR)
