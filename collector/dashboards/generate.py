@@ -36,6 +36,8 @@ with warnings.catch_warnings():
     from grafana_foundation_sdk.models import dashboard as model
     from grafana_foundation_sdk.models import tempo as tempo_model
 
+from yeto_otel.generated_files import sync_generated  # noqa: E402
+
 HERE = Path(__file__).resolve().parent
 REGENERATE = 'python collector/dashboards/generate.py  (needs: pip install -e ".[dashboards]")'
 
@@ -665,23 +667,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--dir", type=Path, default=HERE,
                         help="folder of the JSON files (default: beside this script)")
     args = parser.parse_args(argv)
-    rendered = render()
-    if args.check:
-        stale = [name for name, text in rendered.items()
-                 if not (args.dir / name).is_file()
-                 or (args.dir / name).read_text(encoding="utf-8") != text]
-        for name in stale:
-            print(f"{args.dir / name} differs from what generate.py writes", file=sys.stderr)
-        if stale:
-            print(f"regenerate with: {REGENERATE}", file=sys.stderr)
-            return 1
-        return 0
-    args.dir.mkdir(parents=True, exist_ok=True)
-    for name, text in rendered.items():
-        (args.dir / name).write_text(text, encoding="utf-8")
-        print(f"wrote {args.dir / name}")
-    return 0
-
+    return sync_generated({args.dir / name: text for name, text in render().items()},
+                          check=args.check, regenerate=REGENERATE)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -12,6 +12,7 @@ import argparse
 import pathlib
 import sys
 
+from .generated_files import sync_generated
 from .census_table import (ALLOCATOR_STATS, CENSUS, CENSUS_ERRORS, CensusMetric, Instrument,
                            Source)
 from .prometheus_names import prometheus_name
@@ -216,21 +217,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", default=".", help="repository root")
     args = parser.parse_args(argv)
     root = pathlib.Path(args.root)
-    stale = []
-    for relative, text in render_all().items():
-        path = root / relative
-        if args.check:
-            if not path.exists() or path.read_text() != text:
-                stale.append(relative)
-        else:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
-    if stale:
-        print("out of date (run python -m yeto_otel.reference): " + ", ".join(stale),
-              file=sys.stderr)
-        return 1
-    return 0
-
+    return sync_generated({root / relative: text for relative, text in render_all().items()},
+                          check=args.check, regenerate="python -m yeto_otel.reference")
 
 if __name__ == "__main__":
     sys.exit(main())

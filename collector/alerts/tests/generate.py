@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from yeto_otel.generated_files import sync_generated
+
 HERE = Path(__file__).resolve().parent
 MiB = 1 << 20
 GiB = 1 << 30
@@ -207,11 +209,12 @@ def render_file(title: str, cases: list[Case]) -> str:
                 out.append("        exp_alerts: []\n")
                 continue
             out.append("        exp_alerts:\n")
-            for labels, annotations in check.alerts:
+            for labels, expected_annotations in check.alerts:
                 out.append("          - exp_labels:\n")
                 out.extend(f"              {k}: {_q(v)}\n" for k, v in labels.items())
                 out.append("            exp_annotations:\n")
-                out.extend(f"              {k}: {_q(v)}\n" for k, v in annotations.items())
+                out.extend(f"              {k}: {_q(v)}\n"
+                           for k, v in expected_annotations.items())
         if case.exprs:
             out.append("    promql_expr_test:\n")
             for e in case.exprs:
@@ -561,20 +564,9 @@ def main(argv: list[str] | None = None) -> int:
         "node_exhaustion_test.yml": render_file(
             "YetoNodeMemoryExhaustion and MemAvailable's floor trend.", exhaustion_cases()),
     }
-    stale = []
-    for name, text in files.items():
-        path = HERE / name
-        if args.check:
-            if not path.exists() or path.read_text() != text:
-                stale.append(name)
-        else:
-            path.write_text(text)
-    if stale:
-        print("out of date (run python collector/alerts/tests/generate.py): " + ", ".join(stale),
-              file=sys.stderr)
-        return 1
-    return 0
-
+    return sync_generated({HERE / name: text for name, text in files.items()},
+                          check=args.check,
+                          regenerate="python collector/alerts/tests/generate.py")
 
 if __name__ == "__main__":
     sys.exit(main())
