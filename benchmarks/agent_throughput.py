@@ -59,7 +59,6 @@ Zero drops, checked after every phase (the run fails, exit status 1, otherwise):
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import platform
@@ -74,6 +73,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 COLLECTOR_DIR = ROOT / "collector"
+sys.path.insert(0, str(COLLECTOR_DIR))
+import stack as stack_module  # noqa: E402  (collector/stack.py: the local stack)
 RANKS_PER_HOST = 8
 FRAGMENTS = 8
 SERVICE_NAME = "yeto-bench-trainer"
@@ -307,14 +308,6 @@ class BenchError(RuntimeError):
     pass
 
 
-def _load_stack_module():
-    spec = importlib.util.spec_from_file_location("yeto_collector_stack", COLLECTOR_DIR / "stack.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses needs the module registered
-    spec.loader.exec_module(module)
-    return module
-
-
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -365,24 +358,15 @@ def machine_info() -> dict:
             "kernel": platform.release(), "python": platform.python_version(), **versions}
 
 
-def parse_prometheus_text(text: str) -> dict[str, dict[str, float]]:
-    """name (without a `_total` suffix) -> {label text: value}."""
-    out: dict[str, dict[str, float]] = {}
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        head, _, value = line.rpartition(" ")
-        name, brace, labels = head.partition("{")
-        if name.endswith("_total"):
-            name = name[:-len("_total")]
-        out.setdefault(name, {})[brace + labels] = float(value)
-    return out
-
-
 def scrape(url: str) -> dict[str, dict[str, float]]:
+    """A component's own metrics, name (without a `_total` suffix) -> {label set: value}."""
     import urllib.request
     with urllib.request.urlopen(url, timeout=5) as response:
-        return parse_prometheus_text(response.read().decode())
+        metrics = stack_module.parse_metrics_text(response.read().decode())
+    out: dict[str, dict[str, float]] = {}
+    for name, series in metrics.items():
+        out.setdefault(name.removesuffix("_total"), {}).update(series)
+    return out
 
 
 def total(metrics: dict, name: str, contains: str = "") -> float:
@@ -1022,7 +1006,6 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(_capture_shape(config["workdir"], config["resource"])))
         return 0
 
-    stack_module = _load_stack_module()
     agent_config = Path(args.agent_config).resolve()
 
     def make_stack(workdir: Path):

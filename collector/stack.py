@@ -40,7 +40,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["COLLECTOR_DIR", "Stack", "StackError", "free_port"]
+__all__ = ["COLLECTOR_DIR", "Stack", "StackError", "free_port", "metric_total",
+           "parse_metrics_text"]
 
 COLLECTOR_DIR = Path(__file__).resolve().parent
 LOOPBACK = "127.0.0.1"
@@ -63,6 +64,26 @@ def _http_get(url: str, timeout: float = 2.0) -> tuple[int, bytes]:
             return response.status, response.read()
     except urllib.error.HTTPError as error:
         return error.code, error.read()
+
+
+def parse_metrics_text(text: str) -> dict[str, dict[str, float]]:
+    """A component's own metrics in the Prometheus text format: name -> {label set as written
+    (`{a="b",...}`, or "" without labels): value}."""
+    metrics: dict[str, dict[str, float]] = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        head, _, value = line.rpartition(" ")
+        name, brace, labels = head.partition("{")
+        metrics.setdefault(name, {})[brace + labels] = float(value)
+    return metrics
+
+
+def metric_total(metrics: dict[str, dict[str, float]], name: str, **labels: str) -> float | None:
+    """Sum of `name` over its series that have every `labels` pair; None when it has none."""
+    values = [value for series, value in metrics.get(name, {}).items()
+              if all(f'{key}="{wanted}"' in series for key, wanted in labels.items())]
+    return sum(values) if values else None
 
 
 def _binary(env_name: str, default: Path | str, hint: str) -> str:
@@ -347,24 +368,21 @@ class Stack:
             raise StackError(f"prometheus {path}: HTTP {status}: {body[:300]!r}")
         return payload["data"]
 
-    def agent_metric(self, name: str, **labels: str) -> float | None:
-        """Sum of the agent's own metric `name` over the series matching `labels` (its
-        Prometheus endpoint); None when the agent is down or has no such series yet."""
+    def telemetry(self, name: str) -> dict[str, dict[str, float]]:
+        """A component's own metrics (see `parse_metrics_text`); {} while it is down."""
+        url = {"agent": self.agent_telemetry_url,
+               "prometheus": f"{self.prometheus_url}/metrics",
+               "jaeger": f"http://{LOOPBACK}:{self.ports['jaeger_telemetry']}/metrics"}[name]
         try:
-            status, body = _http_get(self.agent_telemetry_url, timeout=5.0)
+            status, body = _http_get(url, timeout=5.0)
         except OSError:
-            return None
-        if status != 200:
-            return None
-        total, seen = 0.0, False
-        for line in body.decode(errors="replace").splitlines():
-            if not line.startswith(name) or line[len(name):len(name) + 1] not in ("{", " "):
-                continue
-            series, _, value = line.rpartition(" ")
-            if all(f'{key}="{wanted}"' in series for key, wanted in labels.items()):
-                total += float(value)
-                seen = True
-        return total if seen else None
+            return {}
+        return parse_metrics_text(body.decode(errors="replace")) if status == 200 else {}
+
+    def agent_metric(self, name: str, **labels: str) -> float | None:
+        """Sum of the agent's own metric `name` over the series matching `labels`; None when
+        the agent is down or has no such series yet."""
+        return metric_total(self.telemetry("agent"), name, **labels)
 
     def wait_for(self, predicate, timeout: float = 60.0, interval: float = 0.5,
                  what: str = "condition"):

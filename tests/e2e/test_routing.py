@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import os
 import re
-import urllib.request
 import uuid
 from pathlib import Path
 
 import pytest
 
+import required_components
 from e2e_ranks import run_ranks
 from yeto_otel.prometheus_names import exported_metric_names
+
+stack_module = required_components.stack_module()
 
 HERE = Path(__file__).resolve().parent
 WORLD = 2
@@ -128,33 +130,22 @@ def test_prometheus_has_the_census_per_rank(stack, run):
     assert len(node) == 1, node
 
 
-def _prometheus_self_metric(stack, name: str, **labels: str) -> float:
-    with urllib.request.urlopen(f"{stack.prometheus_url}/metrics", timeout=10) as response:
-        text = response.read().decode()
-    total = 0.0
-    for line in text.splitlines():
-        if not line.startswith(name + "{") and not line.startswith(name + " "):
-            continue
-        if all(re.search(rf'{k}="{v}"', line) for k, v in labels.items()):
-            total += float(line.rsplit(" ", 1)[1])
-    return total
-
-
 def test_no_sample_rejected(stack, run):
     service, _ = run
     # Let everything both ranks sent reach Prometheus first.
     stack.wait_for(lambda: stack.prometheus_query(
         f'yeto_process_memory_rss_bytes{{job=~".*{service}"}}'), timeout=QUERY_TIMEOUT,
         what="census in Prometheus")
-    with urllib.request.urlopen(f"{stack.prometheus_url}/metrics", timeout=10) as response:
-        text = response.read().decode()
-    writes = [l for l in text.splitlines()
-              if l.startswith("prometheus_http_requests_total{") and '/api/v1/write' in l]
+    metrics = stack.telemetry("prometheus")
+    writes = {labels: value for labels, value
+              in metrics.get("prometheus_http_requests_total", {}).items()
+              if "/api/v1/write" in labels}
     assert writes, "no remote write reached Prometheus"
-    rejected = [l for l in writes if re.search(r'code="[45]\d\d"', l)
-                and float(l.rsplit(" ", 1)[1]) > 0]
+    rejected = {labels: value for labels, value in writes.items()
+                if re.search(r'code="[45]\d\d"', labels) and value > 0}
     assert not rejected, rejected
-    assert _prometheus_self_metric(stack, "prometheus_tsdb_out_of_order_samples_total") == 0
+    assert (stack_module.metric_total(metrics, "prometheus_tsdb_out_of_order_samples_total")
+            or 0.0) == 0
     log = stack.log("agent", lines=100000).lower()
     for needle in ("out of order", "out-of-order", "duplicate sample", "permanent error"):
         assert needle not in log, stack.log("agent", lines=200)
