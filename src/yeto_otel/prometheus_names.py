@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import re
 
-from .census_table import CENSUS, CENSUS_ERRORS, Instrument
-from .resume_metric_table import RESUME_METRICS
+from .census_table import CENSUS, CENSUS_ERRORS, CensusMetric, Instrument
+from .resume_metric_table import RESUME_METRICS, ResumeMetric
 
-__all__ = ["prometheus_name", "exported_metric_names"]
+__all__ = ["prometheus_name", "prometheus_name_of", "exported_metric_names"]
 
 # The subset of the compatibility spec's unit table that OpenTelemetry units of this kind use.
 _UNIT_WORDS = {
@@ -59,12 +59,13 @@ def prometheus_name(otel_name: str, unit: str, *, monotonic_counter: bool) -> st
     return "_" + name if name[:1].isdigit() else name
 
 
+def prometheus_name_of(row: CensusMetric | ResumeMetric) -> str:
+    """The Prometheus name of one row of the census or resume metric tables."""
+    return prometheus_name(row.name, row.unit,
+                           monotonic_counter=row.instrument is Instrument.COUNTER)
+
+
 def exported_metric_names() -> dict[str, str]:
     """Prometheus name -> OpenTelemetry name, for every metric yeto-otel exports."""
-    names = {}
-    for row in (*CENSUS, CENSUS_ERRORS):
-        names[prometheus_name(row.name, row.unit,
-                              monotonic_counter=row.instrument is Instrument.COUNTER)] = row.name
-    for row in RESUME_METRICS:
-        names[prometheus_name(row.name, row.unit, monotonic_counter=False)] = row.name
-    return names
+    return {prometheus_name_of(row): row.name
+            for row in (*CENSUS, CENSUS_ERRORS, *RESUME_METRICS)}
