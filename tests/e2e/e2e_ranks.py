@@ -18,23 +18,29 @@ def clean_env() -> dict[str, str]:
             and k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE")}
 
 
+def rank_env(stack, service: str, *, rank: int = 0, world: int = 1, **env: str) -> dict[str, str]:
+    """The environment of one rank of `service` on one host, exporting to the stack's agent
+    (`env` adds to or overrides it)."""
+    full = dict(clean_env(), **stack.trainer_env(),
+                OTEL_SERVICE_NAME=service, OTEL_METRIC_EXPORT_INTERVAL="500",
+                OTEL_TRACES_EXPORTER="otlp", OTEL_METRICS_EXPORTER="otlp",
+                OTEL_LOGS_EXPORTER="none",
+                RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world),
+                LOCAL_WORLD_SIZE=str(world))
+    full.update(env)
+    return full
+
+
 def run_ranks(stack, instrument_bin: str, workdir: Path, service: str, *, world: int,
               seconds: float, **env: str) -> dict[int, subprocess.CompletedProcess]:
     """Run `world` ranks on one host side by side to completion; {rank: CompletedProcess}."""
     procs = {}
     for rank in range(world):
-        rank_env = dict(clean_env(), **stack.trainer_env(),
-                        OTEL_SERVICE_NAME=service, OTEL_METRIC_EXPORT_INTERVAL="500",
-                        OTEL_TRACES_EXPORTER="otlp", OTEL_METRICS_EXPORTER="otlp",
-                        OTEL_LOGS_EXPORTER="none",
-                        RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world),
-                        LOCAL_WORLD_SIZE=str(world))
-        rank_env.update(env)
         procs[rank] = subprocess.Popen(
             [instrument_bin, sys.executable, str(HERE / "trainer.py"),
              str(workdir / f"anchors-{rank}.pt"), str(seconds)],
-            env=rank_env, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True)
+            env=rank_env(stack, service, rank=rank, world=world, **env), cwd=workdir,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     results = {}
     for rank, proc in procs.items():
         try:

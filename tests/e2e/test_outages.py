@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from e2e_ranks import clean_env
+from e2e_ranks import rank_env
 
 HERE = Path(__file__).resolve().parent
 TRACES_QUEUE = {"exporter": "otlp_grpc/traces"}
@@ -34,11 +34,8 @@ class Rank:
         self.service = f"yeto-outage-{uuid.uuid4().hex[:8]}"
         self.summary_path = workdir / f"{self.service}.json"
         self.steps = steps
-        full_env = dict(clean_env(), **stack.trainer_env(),
-                        OTEL_SERVICE_NAME=self.service, OTEL_TRACES_EXPORTER="otlp",
-                        OTEL_METRICS_EXPORTER="otlp", OTEL_LOGS_EXPORTER="none",
-                        OTEL_METRIC_EXPORT_INTERVAL="1000", OTEL_BSP_SCHEDULE_DELAY="200",
-                        RANK="0", LOCAL_RANK="0", WORLD_SIZE="1")
+        full_env = rank_env(stack, self.service, OTEL_METRIC_EXPORT_INTERVAL="1000",
+                            OTEL_BSP_SCHEDULE_DELAY="200")
         full_env.update(env)
         self.process = subprocess.Popen(
             [instrument_bin, sys.executable, str(HERE / "emitter.py"), str(steps), str(period),
