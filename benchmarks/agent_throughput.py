@@ -81,7 +81,8 @@ SERVICE_NAME = "yeto-bench-trainer"
 IDLE_SETTLE_S = 5.0
 MiB = 1 << 20
 
-from fake_host_allocator import ALLOCATOR_REF  # noqa: E402
+# A CUDA build's host allocator stats (`.freed` > 0, so every `.current` is a gauge).
+ALLOCATOR_REF = "yeto_otel.testing:realistic"
 
 
 # =============================================================================================
@@ -144,8 +145,8 @@ def loadgen_main(config: dict) -> int:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExportResult
 
-    from yeto_otel.instrumentation.host_memory import HostMemoryInstrumentor
-    from yeto_otel.resource import rank_resource_attributes
+    from yeto_otel.instrumentation import HostMemoryInstrumentor
+    from yeto_otel.otel import rank_resource_attributes
     from yeto_otel.settings import Settings
 
     class CountingMetricExporter(OTLPMetricExporter):
@@ -779,7 +780,7 @@ def run_ranks(make_stack, workdir: Path, ranks: int, interval_s: float,
 def capture_shape(workdir: Path, world_size: int) -> dict:
     """The restart span shape from one real restart, in a child process (torch stays out of the
     headroom load generators)."""
-    from yeto_otel.resource import rank_resource_attributes
+    from yeto_otel.otel import rank_resource_attributes
     from yeto_otel.settings import Settings
 
     attributes = rank_resource_attributes(Settings(rank=0, local_rank=0, world_size=world_size),

@@ -11,7 +11,7 @@ What one timed call is, per variant (all interleaved call by call in one process
 
 * census          `InMemoryMetricReader.get_metrics_data()` with `HostMemoryInstrumentor`
                   instrumented (every process, node, allocator and error instrument observed;
-                  the allocator is benchmarks/fake_host_allocator.py, with `.freed` > 0).
+                  the allocator is `yeto_otel.testing:realistic`, with `.freed` > 0).
 * anchor A        same SDK and reader, the same six process/node instruments (same types)
                   fed by ONE `psutil.Process().memory_full_info()` + ONE
                   `psutil.virtual_memory()` per collection (psutil's best case), plus the same
@@ -53,16 +53,16 @@ from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-from yeto_otel.allocator import resolve_allocator
-from yeto_otel.census_table import CENSUS, CENSUS_ERRORS, Instrument, Source
-from yeto_otel.instrumentation.host_memory import HostMemoryInstrumentor
-from yeto_otel.procfs import parse_kb_fields
+from yeto_otel.census import CENSUS, CENSUS_ERRORS, CensusReader, Instrument, Source
+from yeto_otel.instrumentation import HostMemoryInstrumentor
+from yeto_otel.proc import parse_kb_fields
 from yeto_otel.settings import Settings
-from yeto_otel.snapshot import CensusReader
+from yeto_otel.testing import HostAllocatorStandIn
 
 PAGE = mmap.PAGESIZE
 
-from fake_host_allocator import ALLOCATOR_REF, fake_host_memory_stats  # noqa: E402
+# A CUDA build's host allocator stats (`.freed` > 0, so every `.current` is a gauge).
+ALLOCATOR_REF = "yeto_otel.testing:realistic"
 
 
 _PROCESS_NODE = tuple(m for m in CENSUS if m.source is not Source.ALLOCATOR)
@@ -126,7 +126,7 @@ def _allocator_callbacks(counter: list[int]):
         def cb(_o: CallbackOptions):
             if m.name == first:
                 counter[1] += 1
-                state["stats"] = fake_host_memory_stats()
+                state["stats"] = HostAllocatorStandIn.realistic_stats()
             return [Observation(state["stats"][field])]
         return cb
     return {m.name: make(m) for m in _ALLOCATOR}
@@ -233,7 +233,7 @@ def setup_sdk_only() -> Variant:
 
 
 def setup_raw() -> list[Variant]:
-    census_reader = CensusReader(allocator=resolve_allocator(ALLOCATOR_REF), node_metrics=True)
+    census_reader = CensusReader.from_settings(Settings(host_allocator=ALLOCATOR_REF), node_metrics=True)
     proc = psutil.Process()
 
     def psutil_pair():

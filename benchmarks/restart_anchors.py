@@ -198,7 +198,7 @@ def child_run(args) -> dict:
     from safetensors import safe_open
 
     from yeto_otel.anchors import load_resume_anchors
-    from yeto_otel.anchors.residency import ResidencyProbe
+    from yeto_otel.proc import ResidencyProbe
 
     torch.set_num_threads(args.threads)
     mode = args.child

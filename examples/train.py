@@ -47,7 +47,7 @@ def setup_telemetry_in_code() -> None:
     # [2] In code. configure_telemetry() sets up the SDK exactly as opentelemetry-instrument
     # would with yeto's distro (embedded default or OTLP, rank resource attributes). A trainer
     # with its own MeterProvider passes it instead: instrument(meter_provider=provider).
-    from yeto_otel.distro import configure_telemetry
+    from yeto_otel import configure_telemetry
     from yeto_otel.instrumentation import HostMemoryInstrumentor, TorchLoadInstrumentor
 
     print(f"telemetry: {configure_telemetry()}", flush=True)
@@ -87,7 +87,7 @@ def main() -> None:
         setup_telemetry_in_code()
     # [1] Zero-code needs nothing here: under opentelemetry-instrument the census is already
     # observed and torch.load already traced.
-    from yeto_otel.step_log import add_census_to_step_log
+    from yeto_otel import add_census_to_step_log
 
     model = make_model()
     if args.resume:

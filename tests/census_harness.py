@@ -10,37 +10,8 @@ from opentelemetry.sdk.metrics.export import (
     Sum,
 )
 
-from yeto_otel.allocator import AllocatorSource
-from yeto_otel.census_instruments import CensusInstruments
-from yeto_otel.snapshot import CensusReader
-
-
-class StatsBox:
-    """A host allocator whose stats the test sets; counts its queries."""
-
-    def __init__(self, stats: dict | None = None):
-        self.stats = dict(stats or {})
-        self.queries = 0
-
-    def __call__(self):
-        self.queries += 1
-        return dict(self.stats)
-
-    def source(self) -> AllocatorSource:
-        return AllocatorSource("test", self)
-
-
-def full_stats(freed: int = 0, **overrides) -> dict:
-    stats = {}
-    for stat in ("allocations", "allocated_bytes", "active_requests", "active_bytes"):
-        stats[f"{stat}.current"] = 1000
-        stats[f"{stat}.peak"] = 1500
-        stats[f"{stat}.allocated"] = 1000 + freed
-        stats[f"{stat}.freed"] = freed
-    stats["num_host_alloc"] = 7
-    stats["num_host_free"] = 2
-    stats.update(overrides)
-    return stats
+from yeto_otel.census import CensusInstruments
+from yeto_otel.census import CensusReader
 
 
 def census_on_sdk(*, proc_root: str = "/proc", node_metrics: bool = True,
@@ -76,11 +47,3 @@ def instrument_shape(metric) -> str:
 
 def point_values(metric) -> dict:
     return {tuple(sorted((p.attributes or {}).items())): p.value for p in metric.data.data_points}
-
-
-# For settings that name a callable (YETO_OTEL_HOST_ALLOCATOR=census_harness:shared_stats).
-SHARED_STATS: dict = {}
-
-
-def shared_stats() -> dict:
-    return dict(SHARED_STATS)

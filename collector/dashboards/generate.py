@@ -36,9 +36,9 @@ with warnings.catch_warnings():
     from grafana_foundation_sdk.models import dashboard as model
     from grafana_foundation_sdk.models import tempo as tempo_model
 
-from yeto_otel.generated_files import sync_generated  # noqa: E402
-
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[1]))  # the repository root, for tools/ (not installed)
+from tools.generated_files import sync_generated  # noqa: E402
 REGENERATE = 'python collector/dashboards/generate.py  (needs: pip install -e ".[dashboards]")'
 
 ISLAND_RESTART_UID = "yeto-island-restart"

@@ -1,7 +1,11 @@
 """Every setting yeto-otel reads, in one table, read and validated in one place.
 
-No other module looks at the environment: they receive a `Settings`. The table is also
-the source of `docs/settings.md`, so a setting cannot exist without being documented.
+This is the only module that reads (or writes) the environment. Every other module receives
+values: internal code is given a `Settings` or plain arguments, and the public entry points
+(the instrumentors, `add_census_to_step_log`, `save_resume_anchors`, `load_resume_anchors`,
+the distro and the command line) take their values as arguments and fall back to
+`load_settings()` only when an argument is not given. The table is also the source of
+`docs/settings.md`, so a setting cannot exist without being documented.
 """
 
 from __future__ import annotations
@@ -14,15 +18,23 @@ from typing import Callable, Mapping
 __all__ = [
     "ANCHOR_DTYPES",
     "EXPORT_VARIABLES",
+    "HOST_ALLOCATOR_ACCEPTED",
+    "HOST_ALLOCATOR_CHOICES",
     "LOCAL_EXPORTER",
-    "exports_locally",
     "OTEL_DEFAULTS",
     "SETTINGS",
-    "apply_otel_defaults",
+    "SIGNALS",
     "Setting",
     "Settings",
     "SettingsError",
+    "apply_otel_defaults",
+    "exporter_choices",
+    "exports_locally",
     "load_settings",
+    "local_exporters_selected",
+    "otlp_endpoint",
+    "parse_setting",
+    "set_environment_defaults",
 ]
 
 
@@ -56,11 +68,16 @@ def _parse_switch(value: str) -> bool:
 
 _CALLABLE_REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
+# The named sources of YETO_OTEL_HOST_ALLOCATOR; anything else must be `module:function`.
+HOST_ALLOCATOR_CHOICES = ("auto", "cuda", "npu", "none")
+HOST_ALLOCATOR_ACCEPTED = ", ".join(f"`{c}`" for c in HOST_ALLOCATOR_CHOICES) + \
+    ", or `module:function`"
+
 
 def _parse_allocator(value: str) -> str:
-    if value in ("auto", "cuda", "npu", "none") or _CALLABLE_REF.match(value):
+    if value in HOST_ALLOCATOR_CHOICES or _CALLABLE_REF.match(value):
         return value
-    raise ValueError("expected auto, cuda, npu, none or module:function")
+    raise ValueError("expected " + HOST_ALLOCATOR_ACCEPTED.replace("`", ""))
 
 
 # Floating dtypes an anchor may be stored in, by torch's own names (torch.float32 -> "float32").
@@ -108,7 +125,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "YETO_OTEL_HOST_ALLOCATOR",
         "auto",
-        "`auto`, `cuda`, `npu`, `none`, or `module:function`",
+        HOST_ALLOCATOR_ACCEPTED,
         "Where the accelerator host (pinned) allocator's counters come from. `auto` uses CUDA "
         "when torch is imported and CUDA is initialised, else torch_npu when it is imported, else "
         "nothing; it never imports torch itself. `module:function` names a callable returning "
@@ -254,8 +271,28 @@ LOCAL_EXPORTER = "otlp_json_file"  # the exporters' entry-point name
 
 
 def exports_locally(environ: Mapping[str, str] | None = None) -> bool:
+    """True when nothing says where telemetry goes (before the distro's defaults apply)."""
     env = os.environ if environ is None else environ
     return not any(env.get(name, "").strip() for name in EXPORT_VARIABLES)
+
+
+SIGNALS = ("traces", "metrics", "logs")
+
+
+def exporter_choices(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """signal -> the value of its OTEL_<SIGNAL>_EXPORTER ("" when unset)."""
+    env = os.environ if environ is None else environ
+    return {signal: env.get(f"OTEL_{signal.upper()}_EXPORTER", "") for signal in SIGNALS}
+
+
+def local_exporters_selected(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether any signal goes to the local files (after the distro's defaults apply)."""
+    return any(LOCAL_EXPORTER in value for value in exporter_choices(environ).values())
+
+
+def otlp_endpoint(environ: Mapping[str, str] | None = None) -> str | None:
+    env = os.environ if environ is None else environ
+    return env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or None
 
 
 # Standard SDK variables that yeto's distro sets when the user has not. Without an endpoint
@@ -267,6 +304,19 @@ OTEL_DEFAULTS: dict[str, str] = {
     "OTEL_LOGS_EXPORTER": "otlp",
     "OTEL_METRIC_EXPORT_INTERVAL": "10000",
 }
+
+
+def set_environment_defaults(values: Mapping[str, str], *, override: bool = False,
+                             environ: dict | None = None) -> None:
+    """Set variables for this process before anything reads them (a tool such as the demo
+    choosing its own defaults): where unset, or always with `override`. The one place besides
+    `apply_otel_defaults` that writes the environment."""
+    env = os.environ if environ is None else environ
+    for name, value in values.items():
+        if override:
+            env[name] = value
+        else:
+            env.setdefault(name, value)
 
 
 def apply_otel_defaults(environ: dict | None = None) -> None:

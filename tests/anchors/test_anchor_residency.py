@@ -11,7 +11,7 @@ import torch
 
 from anchor_testkit import file_mappings, one_span, smaps_rss
 from yeto_otel.anchors import load_resume_anchors, save_resume_anchors
-from yeto_otel.anchors.residency import ResidencyProbe
+from yeto_otel.proc import ResidencyProbe
 
 MiB = 1 << 20
 

@@ -8,7 +8,7 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from yeto_otel.anchors import load_resume_anchors, save_resume_anchors
-from yeto_otel.resume_metric_table import RESUME_METRICS
+from yeto_otel.names import RESUME_METRICS
 
 from anchor_testkit import one_span
 

@@ -11,7 +11,7 @@ from opentelemetry import trace
 from opentelemetry.trace import StatusCode
 
 from anchor_testkit import PAGE, file_mappings, one_span, sha256
-from yeto_otel import span_table
+from yeto_otel import names as span_table
 from yeto_otel.anchors import ResumeAnchors, load_resume_anchors, save_resume_anchors
 
 N_TENSORS = 16

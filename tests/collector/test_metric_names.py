@@ -20,8 +20,8 @@ from typing import Iterator
 import pytest
 import yaml
 
-from yeto_otel import census_table, resume_metric_table
-from yeto_otel.prometheus_names import exported_metric_names, prometheus_name
+from yeto_otel import census as census_table, names as resume_metric_table
+from yeto_otel.names import exported_metric_names, prometheus_name
 
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD_DIR = ROOT / "collector" / "dashboards"

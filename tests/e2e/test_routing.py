@@ -11,7 +11,7 @@ import pytest
 
 import required_components
 from e2e_ranks import run_ranks
-from yeto_otel.prometheus_names import exported_metric_names
+from yeto_otel.names import exported_metric_names
 
 stack_module = required_components.stack_module()
 
@@ -27,7 +27,7 @@ def run(stack, instrument_bin, tmp_path_factory):
     workdir = tmp_path_factory.mktemp("ranks")
     # every allocator metric too, from a stand-in allocator beside this file
     results = run_ranks(stack, instrument_bin, workdir, service, world=WORLD, seconds=2.5,
-                        YETO_OTEL_HOST_ALLOCATOR="e2e_allocator:stats",
+                        YETO_OTEL_HOST_ALLOCATOR="yeto_otel.testing:moving",
                         PYTHONPATH=os.pathsep.join(filter(None, [str(HERE),
                                                                  os.environ.get("PYTHONPATH")])))
     return service, results

@@ -109,11 +109,11 @@ def test_zero_code_bad_setting_fails_fast_with_one_clear_line():
 
 
 def test_zero_code_allocator_from_a_callable():
-    code = ("import census_harness; census_harness.SHARED_STATS.update("
+    code = ("from yeto_otel import testing; testing.settable.stats.update("
             "{'active_bytes.current': 5, 'active_bytes.allocated': 9, 'active_bytes.freed': 4,"
             " 'allocated_bytes.current': 70, 'allocated_bytes.allocated': 70,"
             " 'allocated_bytes.freed': 0}); print('trainer ran')")
-    result = run_instrumented(code, {"YETO_OTEL_HOST_ALLOCATOR": "census_harness:shared_stats"})
+    result = run_instrumented(code, {"YETO_OTEL_HOST_ALLOCATOR": "yeto_otel.testing:settable"})
     assert result.returncode == 0, result.stderr
     metrics, _ = metrics_by_name(console_exports(result.stdout))
     assert metrics["yeto.host_allocator.active_bytes.current"]["data"]["data_points"][0]["value"] == 5

@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from yeto_otel.instrumentation.post_import import ImportWatch, when_imported
+from yeto_otel.instrumentation import ImportWatch, when_imported
 
 _names = itertools.count()
 

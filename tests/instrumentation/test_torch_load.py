@@ -15,7 +15,7 @@ import torch.serialization
 from opentelemetry.trace import StatusCode
 from opentelemetry.util._importlib_metadata import entry_points
 
-from yeto_otel import span_table
+from yeto_otel import names as span_table
 from zero_code import console_exports, run_instrumented
 from yeto_otel.instrumentation import TorchLoadInstrumentor
 

@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from yeto_otel.generated_files import sync_generated
-
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[2]))  # the repository root, for tools/ (not installed)
+from tools.generated_files import sync_generated  # noqa: E402
 MiB = 1 << 20
 GiB = 1 << 30
 STALE = "stale"

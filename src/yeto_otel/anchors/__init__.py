@@ -1,10 +1,22 @@
 """Resume anchors: saved page-aligned and atomically, loaded by mapping, inside residency spans.
 
+    from yeto_otel.anchors import load_resume_anchors, save_resume_anchors
+
 torch is imported only when these functions run.
 """
 
-from .errors import AnchorLoadError
-from .resume import ResumeAnchors, load_resume_anchors
-from .save import save_resume_anchors
+from ._errors import AnchorLoadError
+from ._load import EAGER, EAGER_FALLBACK, MMAP
+from ._resume import LOAD_MODES, ResumeAnchors, load_resume_anchors
+from ._save import save_resume_anchors
 
-__all__ = ["AnchorLoadError", "ResumeAnchors", "load_resume_anchors", "save_resume_anchors"]
+__all__ = [
+    "EAGER",
+    "EAGER_FALLBACK",
+    "LOAD_MODES",
+    "MMAP",
+    "AnchorLoadError",
+    "ResumeAnchors",
+    "load_resume_anchors",
+    "save_resume_anchors",
+]

@@ -1,0 +1,70 @@
+"""The host-memory census in the trainer's step log (sync rank 0 only).
+
+With YETO_DILOCO_HOST_MEM_CENSUS=1 each step record gets this rank's and this node's memory
+and every host-allocator counter under the stable `host_mem.*` keys listed in
+docs/metrics.md. Unset or `0` leaves the record untouched: same keys, same values.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+
+from ..settings import Settings, load_settings
+from ._quantity import Kind
+from ._snapshot import CensusReader
+from ._table import ALLOCATOR_STATS, CENSUS, allocator_metric, gauge_flag_key
+
+__all__ = ["add_census_to_step_log"]
+
+_reader: CensusReader | None = None
+_reader_choice: str | None = None
+_lock = threading.Lock()
+
+
+def _sync_rank(rank: int | None, settings: Settings) -> int:
+    if rank is not None:
+        return rank
+    torch = sys.modules.get("torch")  # never import torch for this
+    if torch is not None:
+        try:
+            dist = torch.distributed
+            if dist.is_available() and dist.is_initialized():
+                return dist.get_rank()
+        except Exception:
+            pass
+    return settings.rank if settings.rank is not None else 0
+
+
+def _census_reader(settings: Settings) -> CensusReader:
+    global _reader, _reader_choice
+    with _lock:
+        if _reader is None or _reader_choice != settings.host_allocator:
+            _reader = CensusReader.from_settings(settings, node_metrics=True)
+            _reader_choice = settings.host_allocator
+        return _reader
+
+
+def add_census_to_step_log(record: dict, *, rank: int | None = None,
+                           settings: Settings | None = None) -> dict:
+    """Add the census to `record` (in place, and returned) on sync rank 0 when enabled.
+
+    `settings`: read from the environment when not given (YETO_DILOCO_HOST_MEM_CENSUS turns
+    it on, YETO_OTEL_HOST_ALLOCATOR names the allocator); a bad value raises `SettingsError`.
+    `rank`: the sync rank, else torch.distributed's rank, else RANK. A failing /proc read or
+    allocator never raises: its fields are left out.
+    """
+    if settings is None:
+        settings = load_settings()
+    if not settings.step_log_census or _sync_rank(rank, settings) != 0:
+        return record
+    snapshot = _census_reader(settings).take()
+    for m in CENSUS:
+        quantity = snapshot.get(m.name)
+        if quantity is not None:
+            record[m.step_log_key] = quantity.value
+    for stat in ALLOCATOR_STATS:
+        current = snapshot.get(allocator_metric(stat, "current").name)
+        if current is not None:
+            record[gauge_flag_key(stat)] = current.kind is Kind.GAUGE
+    return record

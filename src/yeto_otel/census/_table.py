@@ -1,0 +1,182 @@
+"""The census: every metric's name, source, instrument, unit and meaning, in one table.
+
+Names, instruments and units are interfaces (dashboards and alert rules use them). The
+readers, the instruments, the step log and `docs/metrics.md` are all driven from here.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from ._quantity import Kind
+
+__all__ = [
+    "ALLOCATOR_COUNTERS",
+    "ALLOCATOR_FIELDS",
+    "ALLOCATOR_KEYS",
+    "ALLOCATOR_PREFIX",
+    "ANONYMOUS",
+    "NODE_ANON_PAGES",
+    "NODE_AVAILABLE",
+    "PRIVATE_DIRTY",
+    "RSS",
+    "RSS_PEAK",
+    "STEP_LOG_ALLOCATOR_PREFIX",
+    "allocator_metric",
+    "gauge_flag_key",
+    "ALLOCATOR_STATS",
+    "CENSUS",
+    "CENSUS_ERRORS",
+    "CensusMetric",
+    "Instrument",
+    "Source",
+    "metric",
+]
+
+
+class Instrument(enum.Enum):
+    UP_DOWN_COUNTER = "ObservableUpDownCounter"
+    GAUGE = "ObservableGauge"
+    COUNTER = "ObservableCounter"
+
+
+# What each kind of quantity is exported as: a level is additive across ranks (semantic
+# conventions use UpDownCounter for memory usage), a peak is not, a running total is a counter.
+INSTRUMENT_FOR_KIND = {
+    Kind.GAUGE: Instrument.UP_DOWN_COUNTER,
+    Kind.HIGH_WATER_MARK: Instrument.GAUGE,
+    Kind.RUNNING_TOTAL: Instrument.COUNTER,
+}
+
+
+class Source(enum.Enum):
+    STATUS = "/proc/self/status"
+    SMAPS_ROLLUP = "/proc/self/smaps_rollup"
+    MEMINFO = "/proc/meminfo"
+    ALLOCATOR = "host allocator"
+
+    @property
+    def label(self) -> str:
+        """The `source` attribute of `yeto.census.errors`."""
+        return {"STATUS": "status", "SMAPS_ROLLUP": "smaps_rollup", "MEMINFO": "meminfo",
+                "ALLOCATOR": "allocator"}[self.name]
+
+
+@dataclass(frozen=True)
+class CensusMetric:
+    name: str
+    source: Source | None  # None: about the census itself
+    field: str  # the key in the source: a /proc field name or a flat allocator stats key
+    kind: Kind
+    unit: str
+    description: str
+    step_log_key: str
+    node: bool = False  # observed once per host, not once per rank
+
+    @property
+    def instrument(self) -> Instrument:
+        return INSTRUMENT_FOR_KIND[self.kind]
+
+
+# The process and node rows by name, so code that needs one row (a chart, a dashboard
+# panel, a demo line) takes it from here instead of spelling the metric name.
+RSS = CensusMetric(
+    "yeto.process.memory.rss", Source.STATUS, "VmRSS", Kind.GAUGE, "By",
+    "Resident set size of this rank's process: anonymous, file-backed and shared pages now in "
+    "RAM.", "host_mem.vm_rss_bytes")
+RSS_PEAK = CensusMetric(
+    "yeto.process.memory.rss_peak", Source.STATUS, "VmHWM", Kind.HIGH_WATER_MARK, "By",
+    "Largest resident set size this process has had (high-water mark).",
+    "host_mem.vm_hwm_bytes")
+ANONYMOUS = CensusMetric(
+    "yeto.process.memory.anonymous", Source.SMAPS_ROLLUP, "Anonymous", Kind.GAUGE, "By",
+    "Anonymous pages resident in this process (heap, tensors read into memory, copy-on-write "
+    "copies of mapped files). What a leak grows.", "host_mem.anonymous_bytes")
+PRIVATE_DIRTY = CensusMetric(
+    "yeto.process.memory.private_dirty", Source.SMAPS_ROLLUP, "Private_Dirty", Kind.GAUGE, "By",
+    "Pages only this process maps that it has written: memory that cannot be dropped or "
+    "shared, only swapped.", "host_mem.private_dirty_bytes")
+NODE_AVAILABLE = CensusMetric(
+    "yeto.node.memory.available", Source.MEMINFO, "MemAvailable", Kind.GAUGE, "By",
+    "The kernel's estimate of memory available for new work without swapping (free plus "
+    "reclaimable cache). Observed by one process per host.",
+    "host_mem.node_mem_available_bytes", node=True)
+NODE_ANON_PAGES = CensusMetric(
+    "yeto.node.memory.anon_pages", Source.MEMINFO, "AnonPages", Kind.GAUGE, "By",
+    "Anonymous pages mapped by all processes on the host: the node-wide signal for leak "
+    "alerts. Observed by one process per host.", "host_mem.node_anon_pages_bytes", node=True)
+
+_PROCESS_AND_NODE = (RSS, RSS_PEAK, ANONYMOUS, PRIVATE_DIRTY, NODE_AVAILABLE, NODE_ANON_PAGES)
+
+ALLOCATOR_PREFIX = "yeto.host_allocator."
+STEP_LOG_ALLOCATOR_PREFIX = "host_mem.host_alloc."
+
+ALLOCATOR_STATS = {
+    # stat -> (unit, what one unit is)
+    "allocations": ("{allocation}", "host allocations (blocks) the allocator holds"),
+    "allocated_bytes": ("By", "bytes the allocator holds from the OS (pinned)"),
+    "active_requests": ("{request}", "allocation requests in use by tensors"),
+    "active_bytes": ("By", "bytes in use by tensors"),
+}
+
+_ALLOCATOR_FIELDS = {
+    # field -> (kind, how it is described)
+    "current": (Kind.GAUGE, "now. Exported only once `{stat}.freed` has been seen to move in "
+                "this process; until then it equals `{stat}.allocated` and is exported as that."),
+    "peak": (Kind.HIGH_WATER_MARK, "at their highest (resettable high-water mark)."),
+    "allocated": (Kind.RUNNING_TOTAL, "ever counted as allocated (running total)."),
+    "freed": (Kind.RUNNING_TOTAL, "ever counted as freed (running total)."),
+}
+
+ALLOCATOR_FIELDS = tuple(_ALLOCATOR_FIELDS)  # ("current", "peak", "allocated", "freed")
+
+ALLOCATOR_COUNTERS = {
+    "num_host_alloc": "Calls the allocator made to the OS to obtain pinned host memory.",
+    "num_host_free": "Calls the allocator made to the OS to return pinned host memory.",
+}
+
+
+def _allocator_metrics() -> tuple[CensusMetric, ...]:
+    rows = []
+    for stat, (unit, what) in ALLOCATOR_STATS.items():
+        for field, (kind, when) in _ALLOCATOR_FIELDS.items():
+            rows.append(CensusMetric(
+                f"{ALLOCATOR_PREFIX}{stat}.{field}", Source.ALLOCATOR, f"{stat}.{field}", kind,
+                unit, f"Accelerator host allocator: {what}, {when.format(stat=stat)}",
+                f"{STEP_LOG_ALLOCATOR_PREFIX}{stat}.{field}"))
+    for counter, description in ALLOCATOR_COUNTERS.items():
+        rows.append(CensusMetric(
+            f"{ALLOCATOR_PREFIX}{counter}", Source.ALLOCATOR, counter, Kind.RUNNING_TOTAL,
+            "{call}", f"Accelerator host allocator: {description}",
+            f"{STEP_LOG_ALLOCATOR_PREFIX}{counter}"))
+    return tuple(rows)
+
+
+CENSUS: tuple[CensusMetric, ...] = _PROCESS_AND_NODE + _allocator_metrics()
+
+# Every key of the allocator's flat stats dict that the census reads.
+ALLOCATOR_KEYS = tuple(m.field for m in CENSUS if m.source is Source.ALLOCATOR)
+
+CENSUS_ERRORS = CensusMetric(
+    "yeto.census.errors", None, "", Kind.RUNNING_TOTAL, "{error}",
+    "Census reads that failed and were skipped for one collection, by `source` (status, "
+    "smaps_rollup, meminfo, allocator). Each source's first failure is also logged once.",
+    "")
+
+_BY_NAME = {row.name: row for row in CENSUS}
+
+
+def metric(name: str) -> CensusMetric:
+    return _BY_NAME[name]
+
+
+def allocator_metric(stat: str, field: str | None = None) -> CensusMetric:
+    """The row of one allocator stat's field (`allocator_metric("active_bytes", "current")`),
+    or of one call counter (`allocator_metric("num_host_alloc")`)."""
+    return _BY_NAME[f"{ALLOCATOR_PREFIX}{stat}.{field}" if field else f"{ALLOCATOR_PREFIX}{stat}"]
+
+
+def gauge_flag_key(stat: str) -> str:
+    """The step-log key that says whether `stat`'s `.current` is trusted as a gauge."""
+    return f"{STEP_LOG_ALLOCATOR_PREFIX}{stat}.current_is_gauge"

@@ -1,0 +1,45 @@
+"""`HostMemoryInstrumentor`: the host-memory census as observable instruments.
+
+    HostMemoryInstrumentor().instrument(meter_provider=provider)
+
+or, with no code change, `opentelemetry-instrument python train.py` (entry point
+`yeto_host_memory`; `OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=yeto_host_memory` turns it off).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Collection
+
+from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
+from opentelemetry.metrics import get_meter
+
+from ..census import CensusInstruments, CensusReader
+from ..settings import load_settings
+from ..version import __version__
+
+__all__ = ["HostMemoryInstrumentor"]
+
+METER_NAME = "yeto_otel.host_memory"
+
+
+class HostMemoryInstrumentor(BaseInstrumentor):
+    _census: CensusInstruments | None = None
+
+    def instrumentation_dependencies(self) -> Collection[str]:
+        return ()  # reads the kernel; torch is optional and looked up lazily
+
+    def _instrument(self, **kwargs: Any) -> None:
+        """Keyword arguments: `meter_provider`; `settings` and `proc_root` (for tests)."""
+        settings = kwargs.get("settings") or load_settings()  # a bad value raises here, at start
+        reader = CensusReader.from_settings(settings, proc_root=kwargs.get("proc_root", "/proc"))
+        meter = get_meter(METER_NAME, __version__, kwargs.get("meter_provider"))
+        self._census = CensusInstruments(meter, reader)
+
+    def _uninstrument(self, **kwargs: Any) -> None:
+        if self._census is not None:
+            self._census.stop()
+            self._census = None
+
+    @property
+    def census(self) -> CensusInstruments | None:
+        return self._census

@@ -1,0 +1,140 @@
+"""Every span, span attribute and event yeto-otel emits, in one table.
+
+Names are interfaces (dashboards and trace queries use them); code takes its names from here
+and docs/spans.md is generated from it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = [
+    "ANCHORS_ANONYMOUS_DELTA",
+    "ANCHORS_BYTES_MAPPED",
+    "ANCHORS_BYTES_TOUCHED",
+    "ANCHORS_DTYPE",
+    "ANCHORS_FILE_SIZE",
+    "ANCHORS_FRAGMENTS_DONE",
+    "ANCHORS_LOAD_MODE",
+    "ANCHORS_PATH",
+    "ANCHORS_RESIDENCY_ERROR",
+    "ANCHORS_TENSOR_COUNT",
+    "Attr",
+    "DEMO_HELD_BYTES",
+    "DEMO_LOSS",
+    "DEMO_RELEASED",
+    "DEMO_STEP",
+    "DEMO_STEP_NUMBER",
+    "EventSpec",
+    "FRAGMENT_DONE",
+    "FRAGMENT_ID",
+    "RESUME_ANCHORS",
+    "RESUME_ANCHORS_LOAD",
+    "SPANS",
+    "SpanSpec",
+    "TORCH_LOAD",
+    "TORCH_LOAD_BYTES_MAPPED",
+    "TORCH_LOAD_FILE_SIZE",
+    "TORCH_LOAD_MMAP",
+    "TORCH_LOAD_PATH",
+]
+
+
+@dataclass(frozen=True)
+class Attr:
+    name: str
+    type: str
+    description: str
+
+
+@dataclass(frozen=True)
+class EventSpec:
+    name: str
+    description: str
+    attributes: tuple[Attr, ...]
+
+
+@dataclass(frozen=True)
+class SpanSpec:
+    name: str
+    description: str
+    attributes: tuple[Attr, ...]
+    events: tuple[EventSpec, ...] = ()
+
+
+ANCHORS_PATH = Attr("yeto.anchors.path", "string", "Absolute path of the anchor file.")
+ANCHORS_FILE_SIZE = Attr("yeto.anchors.file_size", "int (bytes)", "Size of the anchor file.")
+ANCHORS_LOAD_MODE = Attr(
+    "yeto.anchors.load_mode", "string",
+    "`mmap` (mapped, the default), `eager` (read whole, YETO_DILOCO_RESUME_ANCHOR_MMAP=0) or "
+    "`eager_fallback` (a legacy non-zip file that cannot be mapped, read whole with a warning).")
+ANCHORS_DTYPE = Attr("yeto.anchors.dtype", "string",
+                     "dtype the anchors were written in (`float32`, `bfloat16`, ...; `mixed`).")
+ANCHORS_TENSOR_COUNT = Attr("yeto.anchors.tensor_count", "int", "Number of anchor tensors.")
+ANCHORS_BYTES_MAPPED = Attr("yeto.anchors.bytes_mapped", "int (bytes)",
+                            "Bytes of the file mapped into this process after the load (0 when "
+                            "read eagerly).")
+ANCHORS_BYTES_TOUCHED = Attr(
+    "yeto.anchors.bytes_touched", "int (bytes)",
+    "Pages of the mapping resident in this process when the block ends (from "
+    "/proc/self/pagemap over the mapping's own range; equals smaps `Rss` for it). An upper "
+    "bound on the bytes the resume read: the kernel maps around each fault (64 KiB "
+    "fault-around, or a whole large page-cache folio). These pages are clean and reclaimable. "
+    "Eager: the bytes read.")
+ANCHORS_ANONYMOUS_DELTA = Attr(
+    "yeto.anchors.anonymous_delta", "int (bytes)",
+    "This process's resident anonymous memory (/proc/self/status `RssAnon`) when the block "
+    "ends minus before the load. About 0 when mapped; about the file size when read eagerly.")
+ANCHORS_FRAGMENTS_DONE = Attr("yeto.anchors.fragments_done", "int",
+                              "Fragments the catch-up reported done.")
+ANCHORS_RESIDENCY_ERROR = Attr("yeto.anchors.residency_error", "string",
+                               "Why bytes touched could not be measured (no /proc), if so.")
+FRAGMENT_ID = Attr("yeto.fragment.id", "int or string", "The fragment the catch-up finished.")
+
+FRAGMENT_DONE = EventSpec(
+    "fragment_done", "The catch-up finished one fragment (`ResumeAnchors.fragment_done`).",
+    (FRAGMENT_ID, Attr(ANCHORS_BYTES_TOUCHED.name, "int (bytes)", "Bytes touched so far.")))
+
+RESUME_ANCHORS = SpanSpec(
+    "yeto.resume.anchors",
+    "The residency window of a resume's anchors: from `load_resume_anchors` until the `with` "
+    "block ends (or `close()`). Current span inside the block. Status ERROR, with the "
+    "exception recorded, when the load fails or the block raises.",
+    (ANCHORS_PATH, ANCHORS_FILE_SIZE, ANCHORS_LOAD_MODE, ANCHORS_DTYPE, ANCHORS_TENSOR_COUNT,
+     ANCHORS_BYTES_MAPPED, ANCHORS_BYTES_TOUCHED, ANCHORS_ANONYMOUS_DELTA,
+     ANCHORS_FRAGMENTS_DONE, ANCHORS_RESIDENCY_ERROR),
+    (FRAGMENT_DONE,))
+
+RESUME_ANCHORS_LOAD = SpanSpec(
+    "yeto.resume.anchors.load",
+    "Child of `yeto.resume.anchors`: the load call itself (mode choice, torch.load, "
+    "validation).", (ANCHORS_TENSOR_COUNT,))
+
+TORCH_LOAD_PATH = Attr("yeto.torch_load.path", "string",
+                       "Path passed to torch.load (absent for file objects).")
+TORCH_LOAD_FILE_SIZE = Attr("yeto.torch_load.file_size", "int (bytes)",
+                            "Size of that file (absent for file objects).")
+TORCH_LOAD_MMAP = Attr("yeto.torch_load.mmap", "bool", "Whether torch.load was asked to map it.")
+TORCH_LOAD_BYTES_MAPPED = Attr("yeto.torch_load.bytes_mapped", "int (bytes)",
+                               "Bytes of the file mapped into this process after the call.")
+
+TORCH_LOAD = SpanSpec(
+    "torch.load",
+    "Every `torch.load` call in the process, under `TorchLoadInstrumentor`. Status ERROR "
+    "with the exception recorded when the call raises.",
+    (TORCH_LOAD_PATH, TORCH_LOAD_FILE_SIZE, TORCH_LOAD_MMAP, TORCH_LOAD_BYTES_MAPPED))
+
+DEMO_STEP_NUMBER = Attr("yeto.demo.step", "int", "Step number.")
+DEMO_LOSS = Attr("yeto.demo.loss", "double", "The synthetic loss written to the step log.")
+DEMO_HELD_BYTES = Attr("yeto.demo.held_bytes", "int (bytes)",
+                       "Bytes the step holds (the sawtooth).")
+DEMO_RELEASED = Attr("yeto.demo.released", "bool",
+                     "Whether this step released what earlier steps held.")
+
+DEMO_STEP = SpanSpec(
+    "demo.step",
+    "One training-like step of `yeto-otel demo` (tracer `yeto_otel.demo`): not emitted by the "
+    "library, listed so the demo's traces are documented too.",
+    (DEMO_STEP_NUMBER, DEMO_LOSS, DEMO_HELD_BYTES, DEMO_RELEASED))
+
+SPANS: tuple[SpanSpec, ...] = (RESUME_ANCHORS, RESUME_ANCHORS_LOAD, TORCH_LOAD, DEMO_STEP)

@@ -1,0 +1,142 @@
+"""The report page, opened offline in headless Chromium (Debian's `chromium`, driven by
+Playwright for Python; no browser download): no script errors, every chart drawn, and a
+full-page screenshot kept as a test artifact in test-artifacts/report.png.
+
+Outside CI a missing chromium or playwright skips with how to install it; in CI (CI=true)
+it fails.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from repo_paths import FIXTURES as FIXTURE_ROOT, ROOT
+
+REPO = ROOT
+FIXTURE = FIXTURE_ROOT / "telemetry"
+ARTIFACTS = REPO / "test-artifacts"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+EXPECTED_CHARTS = ["census-process", "census-allocator", "census-rates", "census-node",
+                   "restart-bytes", "steplog-memory"]
+
+
+def _missing(what: str) -> None:
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{what} (required in CI)")
+    pytest.skip(what)
+
+
+def _chromium() -> str:
+    for candidate in ("/usr/bin/chromium", shutil.which("chromium") or ""):
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    _missing("chromium is not installed: apt-get install chromium")
+    raise AssertionError("unreachable")
+
+
+@pytest.fixture(scope="module")
+def page_file(tmp_path_factory) -> Path:
+    try:
+        import plotly  # noqa: F401
+    except ImportError:
+        _missing("plotly is not installed: pip install 'plotly>=6'")
+    out = tmp_path_factory.mktemp("report") / "report.html"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "YETO_"))}
+    result = subprocess.run([sys.executable, "-m", "yeto_otel.cli", "report", str(FIXTURE),
+                             "-o", str(out)], capture_output=True, text=True, env=env,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def browser():
+    executable = _chromium()
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _missing("playwright is not installed: pip install playwright "
+                 "(it drives the system chromium; no `playwright install` needed)")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS,
+                                             headless=True)
+        yield browser
+        browser.close()
+
+
+def test_page_renders_every_chart_offline(page_file, browser):
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    page.set_default_timeout(60_000)
+    errors: list[str] = []
+    requests: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(f"page error: {exc}"))
+    page.on("console", lambda msg: errors.append(f"console {msg.type}: {msg.text}")
+            if msg.type == "error" else None)
+
+    def offline(route):  # the page must need nothing but itself
+        if route.request.url.startswith("file://"):
+            route.continue_()
+        else:
+            requests.append(route.request.url)
+            route.abort()
+
+    page.route("**/*", offline)
+    page.goto(page_file.as_uri(), wait_until="load")
+    charts = page.evaluate("document.body.dataset.charts.split(' ')")
+    assert charts == EXPECTED_CHARTS
+    page.wait_for_function(
+        "ids => ids.every(id => document.getElementById(id)?.querySelector('.main-svg'))",
+        arg=charts)
+    page.wait_for_timeout(300)  # let plotly finish its post-render passes
+
+    assert page.evaluate("document.querySelectorAll('.js-plotly-plot').length") == len(charts)
+    drawn = page.evaluate("""ids => ids.map(id => {
+        const el = document.getElementById(id);
+        return {id, svg: el.querySelectorAll('.main-svg').length,
+                traces: el.data.length,
+                drawn: el.querySelectorAll('.scatterlayer .trace, .barlayer .trace').length,
+                height: el.getBoundingClientRect().height,
+                title: el.closest('section').querySelector('h2').textContent};
+    })""", charts)
+    for chart in drawn:
+        assert chart["svg"] >= 1, chart
+        assert chart["traces"] > 0 and chart["drawn"] >= chart["traces"] * 0.5, chart
+        assert chart["height"] > 300, chart
+    by_id = {c["id"]: c for c in drawn}
+    # one line per rank and metric; the timeline's bars and fragment_done markers
+    assert by_id["census-process"]["traces"] >= 2 * 4 + 2
+    assert by_id["restart-bytes"]["traces"] == 4  # file size, mapped, touched, anonymous delta
+    rows = page.evaluate("document.querySelectorAll('#steplog-table tbody tr').length")
+    assert rows > 10
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "report.png"), full_page=True)
+    assert (ARTIFACTS / "report.png").stat().st_size > 50_000
+    assert not requests, f"the page fetched from the network: {requests[:5]}"
+    assert not errors, errors
+    page.close()
+
+
+def test_hover_on_a_restart_bar_shows_bytes(page_file, browser):
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    page.set_default_timeout(20_000)
+    page.goto(page_file.as_uri(), wait_until="load")
+    page.wait_for_function("document.getElementById('restart-bytes')?.querySelector('.main-svg')")
+    # the bytes-touched bar of the first restart; plotly's drag layer takes the pointer events
+    bar = page.locator("#restart-bytes .barlayer .trace").nth(2).locator("path").first
+    bar.scroll_into_view_if_needed()
+    box = bar.bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    hover = page.locator("#restart-bytes .hoverlayer")
+    page.wait_for_function(
+        "document.querySelector('#restart-bytes .hoverlayer').textContent.includes('touched')")
+    text = hover.text_content()
+    assert "mapped" in text and "load mode: mmap" in text
+    page.close()

@@ -1,0 +1,40 @@
+"""How the product's metric names read in Prometheus (the collector's translation rules)."""
+
+import pytest
+
+from yeto_otel.census import CENSUS, CENSUS_ERRORS
+from yeto_otel.names import exported_metric_names, prometheus_name
+from yeto_otel.names import RESUME_METRICS
+
+
+@pytest.mark.parametrize("otel, unit, counter, expected", [
+    ("yeto.process.memory.rss", "By", False, "yeto_process_memory_rss_bytes"),
+    ("yeto.census.errors", "{error}", True, "yeto_census_errors_total"),
+    # a `bytes` token already in the name: no second suffix
+    ("yeto.host_allocator.allocated_bytes.current", "By", False,
+     "yeto_host_allocator_allocated_bytes_current"),
+    ("yeto.host_allocator.allocated_bytes.freed", "By", True,
+     "yeto_host_allocator_allocated_bytes_freed_total"),
+    ("yeto.host_allocator.allocations.peak", "{allocation}", False,
+     "yeto_host_allocator_allocations_peak"),
+    ("requests.total.count", "1", True, "requests_count_total"),
+    ("cache.hit", "1", False, "cache_hit_ratio"),
+    ("io.rate", "By/s", False, "io_rate_bytes_per_second"),
+    ("x..y__z", "ms", False, "x_y_z_milliseconds"),
+    ("2xx.responses", "", True, "_2xx_responses_total"),
+])
+def test_translation_rules(otel, unit, counter, expected):
+    assert prometheus_name(otel, unit, monotonic_counter=counter) == expected
+
+
+def test_every_exported_metric_has_one_distinct_name():
+    names = exported_metric_names()
+    assert len(names) == len(CENSUS) + 1 + len(RESUME_METRICS)
+    assert set(names.values()) == {m.name for m in (*CENSUS, CENSUS_ERRORS, *RESUME_METRICS)}
+    assert names["yeto_node_memory_anon_pages_bytes"] == "yeto.node.memory.anon_pages"
+    assert names["yeto_resume_anchors_bytes_mapped"] == "yeto.resume.anchors.bytes_mapped"
+    # running totals are the only `_total` names
+    totals = {n for n in names if n.endswith("_total")}
+    assert totals == {n for n, otel in names.items()
+                      if otel == CENSUS_ERRORS.name or otel.endswith((".allocated", ".freed"))
+                      or otel.endswith(("num_host_alloc", "num_host_free"))}

@@ -1,0 +1,96 @@
+"""Rank identity as resource attributes: one service.instance.id per rank."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+import pytest
+
+from yeto_otel.otel import (
+    YetoResourceDetector,
+    rank_resource_attributes,
+    user_resource_attributes,
+)
+from yeto_otel.settings import Settings, load_settings
+
+
+def test_ranked_process():
+    attrs = rank_resource_attributes(Settings(rank=11, local_rank=3, world_size=16),
+                                     hostname="node-a", pid=4242)
+    assert attrs == {"host.name": "node-a", "service.instance.id": "node-a/rank-11",
+                     "yeto.rank": 11, "yeto.local_rank": 3, "yeto.world_size": 16}
+
+
+def test_instance_id_is_distinct_per_rank_and_host():
+    ids = {rank_resource_attributes(Settings(rank=r, local_rank=r % 8), hostname=h)
+           ["service.instance.id"] for h in ("node-a", "node-b") for r in range(16)}
+    assert len(ids) == 32
+
+
+def test_instance_id_is_stable_across_restarts_of_a_rank():
+    # a restarted rank has a new pid but must continue the same series
+    first = rank_resource_attributes(Settings(rank=2), hostname="h", pid=100)
+    again = rank_resource_attributes(Settings(rank=2), hostname="h", pid=200)
+    assert first["service.instance.id"] == again["service.instance.id"] == "h/rank-2"
+
+
+def test_rank_zero_is_a_rank_not_unset():
+    attrs = rank_resource_attributes(Settings(rank=0, local_rank=0, world_size=1), hostname="h",
+                                     pid=9)
+    assert attrs["service.instance.id"] == "h/rank-0"
+    assert attrs["yeto.rank"] == 0 and attrs["yeto.local_rank"] == 0
+
+
+def test_pid_based_without_rank():
+    attrs = rank_resource_attributes(Settings(), hostname="h", pid=4242)
+    assert attrs == {"host.name": "h", "service.instance.id": "h/pid-4242"}
+    assert not any(key.startswith("yeto.") for key in attrs)
+
+
+def test_pid_defaults_to_this_process():
+    attrs = rank_resource_attributes(Settings(), hostname="h")
+    assert attrs["service.instance.id"] == f"h/pid-{os.getpid()}"
+
+
+def test_hostname_defaults_to_this_host():
+    attrs = rank_resource_attributes(Settings(rank=1))
+    assert attrs["host.name"] == socket.gethostname()
+    assert attrs["service.instance.id"] == f"{socket.gethostname()}/rank-1"
+
+
+@pytest.mark.parametrize("settings, expected_yeto", [
+    (Settings(), {}),
+    (Settings(rank=4), {"yeto.rank": 4}),
+    (Settings(local_rank=2), {"yeto.local_rank": 2}),
+    (Settings(world_size=8), {"yeto.world_size": 8}),
+    (Settings(rank=4, world_size=8), {"yeto.rank": 4, "yeto.world_size": 8}),
+])
+def test_yeto_attributes_only_when_set(settings, expected_yeto):
+    attrs = rank_resource_attributes(settings, hostname="h", pid=1)
+    assert {k: v for k, v in attrs.items() if k.startswith("yeto.")} == expected_yeto
+
+
+def test_without_rank_pids_keep_processes_apart():
+    a = rank_resource_attributes(Settings(local_rank=0), hostname="h", pid=10)
+    b = rank_resource_attributes(Settings(local_rank=1), hostname="h", pid=11)
+    assert a["service.instance.id"] != b["service.instance.id"]
+
+
+def test_detector_reads_the_settings(monkeypatch):
+    monkeypatch.setenv("RANK", "6")
+    monkeypatch.setenv("LOCAL_RANK", "6")
+    monkeypatch.setenv("WORLD_SIZE", "8")
+    attrs = dict(YetoResourceDetector().detect().attributes)
+    assert attrs["service.instance.id"] == f"{socket.gethostname()}/rank-6"
+    assert attrs["yeto.rank"] == 6 and attrs["yeto.world_size"] == 8
+    assert attrs == rank_resource_attributes(load_settings())
+
+
+def test_user_resource_attributes(monkeypatch):
+    monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", "service.instance.id=mine,team=infra")
+    monkeypatch.setenv("OTEL_SERVICE_NAME", "trainer")
+    attrs = user_resource_attributes()
+    assert attrs["service.instance.id"] == "mine"
+    assert attrs["team"] == "infra"
+    assert attrs["service.name"] == "trainer"
