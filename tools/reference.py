@@ -37,15 +37,12 @@ def _resume_rows() -> str:
         f"{m.instrument} | `{m.unit}` | {m.description} |" for m in RESUME_METRICS)
 
 
-def metrics_md() -> str:
-    header = ("| metric | in Prometheus | instrument | unit | kind | source | meaning |\n"
-              "|---|---|---|---|---|---|---|")
-    process = [m for m in CENSUS if m.source is not Source.ALLOCATOR and not m.node]
-    node = [m for m in CENSUS if m.node]
-    allocator = [m for m in CENSUS if m.source is Source.ALLOCATOR]
-    step_keys = "\n".join(f"| `{m.step_log_key}` | `{m.name}` |" for m in CENSUS)
-    flags = "\n".join(f"| `{gauge_flag_key(stat)}` | true once `{stat}.freed` has moved |"
-                      for stat in ALLOCATOR_STATS)
+_METRIC_HEADER = ("| metric | in Prometheus | instrument | unit | kind | source | meaning |\n"
+                  "|---|---|---|---|---|---|---|")
+
+
+def _metrics_intro() -> str:
+    """What the census is and how instrument types follow kinds."""
     return f"""# Census metrics
 
 {_GENERATED}
@@ -66,20 +63,38 @@ Resource attributes identify the rank: `service.instance.id` (`<host>/rank-<RANK
 `yeto.world_size` when the launcher sets `RANK`, `LOCAL_RANK`, `WORLD_SIZE`.
 `OTEL_RESOURCE_ATTRIBUTES` adds the user's own and overrides ours.
 
-## Process (every rank)
+"""
 
-{header}
+
+def _process_section() -> str:
+    """Per-rank process metrics."""
+    process = [m for m in CENSUS if m.source is not Source.ALLOCATOR and not m.node]
+    return f"""## Process (every rank)
+
+{_METRIC_HEADER}
 {chr(10).join(_metric_row(m) for m in process)}
 
-## Node (one process per host)
+"""
+
+
+def _node_section() -> str:
+    """Node metrics (one process per host)."""
+    node = [m for m in CENSUS if m.node]
+    return f"""## Node (one process per host)
 
 Observed only by the process whose `LOCAL_RANK` is 0 (or unset), so 8 ranks on a host do not
 report node memory 8 times; `YETO_OTEL_NODE_METRICS` changes that (see settings.md).
 
-{header}
+{_METRIC_HEADER}
 {chr(10).join(_metric_row(m) for m in node)}
 
-## Accelerator host (pinned) allocator
+"""
+
+
+def _allocator_section() -> str:
+    """The host allocator and the gauge-or-running-total rule."""
+    allocator = [m for m in CENSUS if m.source is Source.ALLOCATOR]
+    return f"""## Accelerator host (pinned) allocator
 
 Source: `YETO_OTEL_HOST_ALLOCATOR` (CUDA `torch.cuda.host_memory_stats()`, Ascend
 `torch_npu.npu.host_memory_stats()`, or a callable of yours). Missing or renamed keys are
@@ -101,19 +116,29 @@ Census quantities carry their kind in code as well: subtracting a running total 
 (`allocated_bytes.current - active_bytes.current` on such a build) raises `TypeError`.
 `yeto_otel.HostCacheReleasePolicy` releases the host cache from gauges only.
 
-{header}
+{_METRIC_HEADER}
 {chr(10).join(_metric_row(m) for m in allocator)}
 
-## The census itself
+"""
 
-{header}
+
+def _errors_section() -> str:
+    """yeto.census.errors."""
+    return f"""## The census itself
+
+{_METRIC_HEADER}
 {_metric_row(CENSUS_ERRORS)}
 
 A source that cannot be read (no /proc, a kernel without smaps_rollup, permission denied,
 empty / truncated / garbage text, an allocator that raises or returns junk) is skipped for that
 collection, counted here and logged once per source; the trainer never sees an exception.
 
-## Resume
+"""
+
+
+def _resume_section() -> str:
+    """The resume gauges."""
+    return f"""## Resume
 
 Set when a resume's `load_resume_anchors` block ends (the same numbers as the
 `yeto.resume.anchors` span's attributes, see spans.md), with the attribute
@@ -123,7 +148,12 @@ Set when a resume's `load_resume_anchors` block ends (the same numbers as the
 |---|---|---|---|---|
 {_resume_rows()}
 
-## Names in Prometheus
+"""
+
+
+def _prometheus_section() -> str:
+    """How names translate to Prometheus."""
+    return f"""## Names in Prometheus
 
 The collector's remote-write exporter translates names: dots become underscores, the unit's
 word is appended unless the name already has it (`By` -> `_bytes`; annotation units such as
@@ -133,7 +163,15 @@ the agent: `instance` (`service.instance.id`), `job` (`service.name`), `yeto_ran
 `deployment_environment_name`. `yeto_otel.names` computes the names; the alert rules
 and dashboards are tested against it.
 
-## Step-log keys
+"""
+
+
+def _step_log_section() -> str:
+    """The step-log keys."""
+    step_keys = "\n".join(f"| `{m.step_log_key}` | `{m.name}` |" for m in CENSUS)
+    flags = "\n".join(f"| `{gauge_flag_key(stat)}` | true once `{stat}.freed` has moved |"
+                      for stat in ALLOCATOR_STATS)
+    return f"""## Step-log keys
 
 `yeto_otel.add_census_to_step_log(record)` with `YETO_DILOCO_HOST_MEM_CENSUS=1` adds these keys
 on sync rank 0 (values in the metric's unit; a source that failed is left out):
@@ -148,6 +186,12 @@ For each allocator stat the record also says whether its `.current` is trusted a
 |---|---|
 {flags}
 """
+
+
+def metrics_md() -> str:
+    return "".join(section() for section in (
+        _metrics_intro, _process_section, _node_section, _allocator_section, _errors_section,
+        _resume_section, _prometheus_section, _step_log_section))
 
 
 def settings_md() -> str:

@@ -11,6 +11,8 @@ import logging
 import threading
 from collections import Counter
 
+from ._table import CENSUS_ERRORS
+
 __all__ = ["FaultLedger"]
 
 _log = logging.getLogger("yeto_otel.census")
@@ -29,8 +31,8 @@ class FaultLedger:
             self._logged.add(source)
         if first:
             _log.warning("host-memory census: skipping %s for this collection: %s "
-                         "(counted in yeto.census.errors; further failures of %s are not logged)",
-                         source, reason, source)
+                         "(counted in %s; further failures of %s are not logged)",
+                         source, reason, CENSUS_ERRORS.name, source)
 
     def counts(self) -> dict[str, int]:
         with self._lock:
