@@ -197,5 +197,5 @@ def test_thresholds_have_one_value_everywhere():
     mib = threshold / (1024 * 1024)
     assert f"| {mib:g} MiB (" in runbook and f"{threshold:.0f} ({mib:g} MiB)" in runbook
     assert f"| {horizon / 3600:g}h |" in runbook and f"{horizon:.0f} ({horizon / 3600:g}h)" in runbook
-    generator = (TESTS_DIR / "generate.py").read_text()
+    generator = "".join(path.read_text() for path in sorted(TESTS_DIR.glob("*.py")))
     assert f'THRESHOLD = "{_humanize1024(threshold)}B"' in generator

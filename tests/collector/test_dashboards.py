@@ -1,84 +1,23 @@
-"""The Grafana dashboards in collector/dashboards: generated, importable, and saying what they say.
+"""The Grafana dashboards in collector/dashboards: generated, and only generated, from names the
+product's tables define; valid and importable.
 
 The JSON files are written by collector/dashboards/generate.py; the committed files must be
 exactly what it writes. The structural checks read the committed JSON, so they run without the
-generator's SDK.
+generator's SDK. What the panels show: test_dashboard_panels.py.
 """
 
 from __future__ import annotations
 
-import importlib.util
+import ast
 import json
 import re
-import sys
-from pathlib import Path
 
 import pytest
 
-from required_components import missing
+from yeto_otel.census import ANONYMOUS, CENSUS, CENSUS_ERRORS, NODE_AVAILABLE
+from yeto_otel.names import RESUME_METRICS, SPANS, prometheus_label, prometheus_name_of
 
-ROOT = Path(__file__).resolve().parents[2]
-DASHBOARD_DIR = ROOT / "collector" / "dashboards"
-GENERATOR = DASHBOARD_DIR / "generate.py"
-FIX = 'python collector/dashboards/generate.py  (needs: pip install -e ".[dashboards]")'
-UIDS = {"island-restart.json": "yeto-island-restart",
-        "host-memory-census.json": "yeto-host-memory-census"}
-
-
-def _load(path: Path, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-names = _load(Path(__file__).with_name("test_metric_names.py"), "yeto_dashboard_metric_names")
-
-
-@pytest.fixture(scope="module")
-def generator():
-    if importlib.util.find_spec("grafana_foundation_sdk") is None:
-        missing("the Grafana foundation SDK", 'pip install -e ".[dashboards]"')
-    return _load(GENERATOR, "yeto_dashboard_generator")
-
-
-@pytest.fixture(scope="module")
-def dashboards() -> dict[str, dict]:
-    return {name: json.loads((DASHBOARD_DIR / name).read_text(encoding="utf-8")) for name in UIDS}
-
-
-@pytest.fixture(scope="module")
-def island(dashboards) -> dict:
-    return dashboards["island-restart.json"]
-
-
-@pytest.fixture(scope="module")
-def census(dashboards) -> dict:
-    return dashboards["host-memory-census.json"]
-
-
-def panels(dashboard: dict) -> list[dict]:
-    """Every panel but rows, including those inside collapsed rows."""
-    return [p for p in names.walk_panels(dashboard["panels"]) if p["type"] != "row"]
-
-
-def variables(dashboard: dict) -> dict[str, dict]:
-    return {v["name"]: v for v in dashboard["templating"]["list"]}
-
-
-def prometheus_targets(dashboard: dict) -> list[tuple[dict, dict]]:
-    return [(panel, target) for panel in panels(dashboard) for target in panel["targets"]
-            if panel["datasource"]["type"] == "prometheus"]
-
-
-def override_values(panel: dict, matcher_id: str, options: str, prop: str):
-    for override in panel.get("fieldConfig", {}).get("overrides", []):
-        if override["matcher"] == {"id": matcher_id, "options": options}:
-            for item in override["properties"]:
-                if item["id"] == prop:
-                    return item["value"]
-    return None
+from dashboard_testkit import DASHBOARD_DIR, FIX, UIDS, load, names, panels, variables
 
 
 # --- Generated, and only generated -----------------------------------------------------------
@@ -108,6 +47,67 @@ def test_check_flag_names_what_differs(generator, tmp_path, capsys):
 
 def test_generator_output_is_deterministic(generator):
     assert generator.render() == generator.render()
+
+
+
+# The labels of the resource attributes ranks and agents set (src/yeto_otel/otel/_resource.py,
+# collector/agent.yaml): the generator translates the attribute names, never spells a label.
+RESOURCE_LABELS = {"host_name", "yeto_rank", "yeto_local_rank", "yeto_world_size", "yeto_cluster"}
+
+
+def _table_names() -> set[str]:
+    """Every metric (OpenTelemetry and Prometheus), span, attribute and attribute label name the
+    tables define; a recording rule's name contains its metric's Prometheus name."""
+    found = set(RESOURCE_LABELS)
+    for row in (*CENSUS, CENSUS_ERRORS, *RESUME_METRICS):
+        found |= {row.name, prometheus_name_of(row)}
+    for span in SPANS:
+        if span.name.startswith("yeto"):  # not `torch.load`: prose names the function too
+            found.add(span.name)
+        found |= {event.name for event in span.events}
+        for attribute in (*span.attributes, *(a for e in span.events for a in e.attributes)):
+            found |= {attribute.name, prometheus_label(attribute.name)}
+    return found
+
+
+def spelled_names(source: str, table: set[str]) -> list[str]:
+    """Table names in the string literals of `source` (docstrings aside)."""
+    tree = ast.parse(source)
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef))
+                  and node.body and isinstance(node.body[0], ast.Expr)
+                  and isinstance(node.body[0].value, ast.Constant)}
+    pattern = re.compile(r"(?<!\w)(" + "|".join(
+        sorted(map(re.escape, table), key=len, reverse=True)) + r")(?![\w])")
+    return [f"line {node.lineno}: {match}" for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            and id(node) not in docstrings for match in pattern.findall(node.value)]
+
+
+def test_the_generator_takes_every_name_from_the_tables():
+    table = _table_names()
+    assert spelled_names('q = "rate(yeto_census_errors_total[5m])"', table) == \
+        ["line 1: yeto_census_errors_total"]
+    assert spelled_names('r = "host_name:yeto_node_memory_available_bytes:min20m"', table) == \
+        ["line 1: host_name", "line 1: yeto_node_memory_available_bytes"]
+    assert spelled_names('t = "span.yeto.anchors.load_mode"', table) == \
+        ["line 1: yeto.anchors.load_mode"]
+    modules = sorted(DASHBOARD_DIR.glob("*.py"))
+    assert len(modules) > 1
+    for path in modules:
+        assert spelled_names(path.read_text(encoding="utf-8"), table) == [], path.name
+
+
+def test_recording_rule_names_are_derived_and_checked_against_the_rule_files():
+    rules = load(DASHBOARD_DIR / "dashboard_names.py", "yeto_dashboard_names")
+    assert rules.recording_rule(ANONYMOUS, rules.FLOOR) == \
+        "instance:yeto_process_memory_anonymous_bytes:min20m"
+    assert rules.recording_rule(NODE_AVAILABLE, rules.SECONDS_TO_EXHAUSTION) == \
+        "host_name:yeto_node_memory_available_bytes:seconds_to_exhaustion"
+    with pytest.raises(LookupError, match="min30m is no recording rule"):
+        rules.recording_rule(ANONYMOUS, "min30m")
+    with pytest.raises(LookupError, match="no alert"):
+        rules.alert("YetoRankAnonymousLeek")
 
 
 # --- Valid, importable dashboards --------------------------------------------------------------
@@ -209,201 +209,3 @@ def test_label_variables_select_cluster_host_and_rank(dashboards):
             assert defined[variable]["includeAll"] and defined[variable]["multi"]
         assert defined["rank"]["sort"] == 3  # numerical
 
-
-# --- What the panels show ------------------------------------------------------------------------
-
-
-def _kind(expr: str) -> str:
-    if "/" in expr:
-        return "ratio"
-    if "rate(" in expr:
-        return "rate"
-    return "value"
-
-
-def _is_bytes(metric: str) -> bool:
-    if ":" in metric:  # level:metric:operations, or a yeto:...:unit constant
-        level, base, ops = metric.split(":")
-        if "seconds" in ops:
-            return False
-        return ops == "bytes" or "_bytes" in base
-    return bool(re.search(r"_bytes(_|$)", metric))
-
-
-def test_units_follow_what_is_plotted(dashboards):
-    for name, dashboard in dashboards.items():
-        for panel in panels(dashboard):
-            if panel["datasource"]["type"] != "prometheus":
-                continue
-            exprs = [t["expr"] for t in panel["targets"]]
-            metrics = set().union(*(names.metric_names(e) for e in exprs))
-            kinds = {_kind(e) for e in exprs}
-            unit = panel["fieldConfig"]["defaults"].get("unit")
-            where = f"{name}: {panel['title']!r}"
-            assert len(kinds) == 1, f"{where} mixes values, rates and ratios"
-            if kinds == {"ratio"}:
-                assert unit == "percentunit", where
-            elif all(_is_bytes(m) for m in metrics):
-                assert unit == ("binBps" if kinds == {"rate"} else "bytes"), where
-            elif any("seconds" in m for m in metrics):
-                assert unit == "s", where
-            else:
-                assert unit in ("short", "cps"), where
-
-
-def test_legends_name_the_rank_or_the_host(dashboards):
-    for name, dashboard in dashboards.items():
-        for panel, target in prometheus_targets(dashboard):
-            metrics = names.metric_names(target["expr"])
-            legend = target.get("legendFormat", "")
-            if all(m.startswith("yeto:") for m in metrics):  # a threshold: one unlabelled series
-                assert "threshold" in legend or "horizon" in legend
-                assert override_values(panel, "byFrameRefID", target["refId"], "color")
-            else:
-                assert "{{instance}}" in legend or "{{host_name}}" in legend, \
-                    f"{name}: {panel['title']!r} {target['refId']} legend {legend!r}"
-
-
-def test_running_totals_are_only_plotted_as_rates(dashboards):
-    counters = {n for n in names.exported_metric_names() if n.endswith("_total")}
-    for name, dashboard in dashboards.items():
-        for panel, target in prometheus_targets(dashboard):
-            for counter in counters & names.metric_names(target["expr"]):
-                raw = len(re.findall(rf"\b{counter}\b", target["expr"]))
-                rated = len(re.findall(rf"\b(?:rate|irate|increase)\(\s*{counter}\b",
-                                       target["expr"]))
-                assert raw == rated, f"{name}: {panel['title']!r} plots {counter} as a value"
-
-
-def test_node_gauges_are_selected_by_host_not_rank(dashboards):
-    for name, dashboard in dashboards.items():
-        for panel, target in prometheus_targets(dashboard):
-            if any(m.startswith(("yeto_node_", "host_name:"))
-                   for m in names.metric_names(target["expr"])):
-                assert "yeto_rank" not in target["expr"].replace("by (yeto_cluster", ""), \
-                    f"{name}: {panel['title']!r} filters node series by rank"
-                assert "{{host_name}}" in target["legendFormat"]
-
-
-def _panel_with(dashboard: dict, metric: str) -> dict:
-    found = [p for p in panels(dashboard) for t in p["targets"]
-             if metric in names.metric_names(t.get("expr", ""))]
-    assert found, f"no panel shows {metric}"
-    return found[0]
-
-
-def _panel_metrics(panel: dict) -> set[str]:
-    return set().union(*(names.metric_names(t["expr"]) for t in panel["targets"]))
-
-
-def test_census_plots_each_floor_with_its_raw_series(census):
-    floors = {n for n in names.metric_names(" ".join(
-        t["expr"] for _, t in prometheus_targets(census))) if n.endswith(":min20m")}
-    assert floors == {"host_name:yeto_node_memory_anon_pages_bytes:min20m",
-                      "host_name:yeto_node_memory_available_bytes:min20m",
-                      "instance:yeto_process_memory_anonymous_bytes:min20m"}
-    for floor in floors:
-        raw = floor.split(":")[1]
-        panel = _panel_with(census, floor)
-        assert raw in _panel_metrics(panel), f"{floor} is not drawn over {raw}"
-
-
-def test_census_draws_alert_inputs_against_their_thresholds(census):
-    for rule, threshold in (
-            ("host_name:yeto_node_memory_anon_pages_bytes:floor_rise20m",
-             "yeto:floor_rise_threshold:bytes"),
-            ("instance:yeto_process_memory_anonymous_bytes:floor_rise20m",
-             "yeto:floor_rise_threshold:bytes"),
-            ("host_name:yeto_node_memory_available_bytes:floor_rise20m",
-             "yeto:floor_rise_threshold:bytes"),
-            ("host_name:yeto_node_memory_available_bytes:seconds_to_exhaustion",
-             "yeto:exhaustion_horizon:seconds")):
-        assert threshold in _panel_metrics(_panel_with(census, rule)), rule
-
-
-def test_census_shows_errors_and_allocator_net_rates(census):
-    errors = _panel_with(census, "yeto_census_errors_total")
-    assert "rate(" in errors["targets"][0]["expr"] and "source" in errors["targets"][0]["expr"]
-    for stat in ("allocations", "allocated_bytes", "active_requests", "active_bytes"):
-        allocated = f"yeto_host_allocator_{stat}_allocated_total"
-        freed = f"yeto_host_allocator_{stat}_freed_total"
-        net = [t["expr"] for _, t in prometheus_targets(census)
-               if re.search(rf"rate\({allocated}\b.*\)\s*-\s*rate\({freed}\b", t["expr"],
-                            re.DOTALL)]
-        assert net, f"no allocated-minus-freed rate for {stat}"
-
-
-def test_census_and_island_mark_restarts(dashboards):
-    for name, dashboard in dashboards.items():
-        annotations = [a for a in dashboard["annotations"]["list"]
-                       if a["datasource"]["type"] == "prometheus"]
-        assert len(annotations) == 1, name
-        annotation = annotations[0]
-        assert annotation["enable"] and not annotation["hide"]
-        assert "resets(yeto_process_memory_rss_peak_bytes" in annotation["expr"]
-        assert "{{host_name}}" in annotation["textFormat"]
-
-
-# --- Island restart: the Jaeger / Tempo choice --------------------------------------------------
-
-
-def _row_of(dashboard: dict, panel_id: int) -> dict:
-    return next(row for row in dashboard["panels"] if row["type"] == "row"
-                and any(p["id"] == panel_id for p in row.get("panels", [])))
-
-
-@pytest.mark.parametrize("backend", ["tempo", "jaeger"])
-def test_island_has_a_trace_search_and_a_trace_view_per_backend(island, backend):
-    defined = variables(island)
-    assert defined[backend]["type"] == "datasource" and defined[backend]["query"] == backend
-    assert defined["trace_id"]["type"] == "textbox"
-    mine = [p for p in panels(island) if p["datasource"]["type"] == backend]
-    assert sorted(p["type"] for p in mine) == ["table", "traces"]
-    search, view = sorted(mine, key=lambda p: p["type"])
-    # Both in one collapsed row of their own, which runs no query until it is opened.
-    row = _row_of(island, search["id"])
-    assert row is _row_of(island, view["id"])
-    assert row["collapsed"] is True and backend in row["title"].lower()
-    assert [p["id"] for p in row["panels"]] == [search["id"], view["id"]]
-    assert [t["refId"] for t in view["targets"]] == ["A"]
-    assert view["targets"][0]["query"] == "${trace_id}"
-    # A click in the search sets trace_id and keeps everything else.
-    links = [item["value"] for o in search["fieldConfig"]["overrides"]
-             for item in o["properties"] if item["id"] == "links"]
-    assert len(links) == 1 and len(links[0]) == 1
-    url = links[0][0]["url"]
-    assert url.startswith(f"/d/{island['uid']}/")
-    assert "${__url_time_range}" in url and "var-trace_id=${__" in url
-    for other in set(defined) - {"trace_id"}:
-        assert "${%s:queryparam}" % other in url, f"the link drops {other}"
-
-
-def test_island_tempo_search_selects_the_resume_span_bytes(island):
-    search = next(p for p in panels(island) if p["datasource"]["type"] == "tempo"
-                  and p["type"] == "table")
-    target = search["targets"][0]
-    assert target["queryType"] == "traceql" and target["tableType"] == "spans"
-    assert 'name="yeto.resume.anchors"' in target["query"]
-    for attribute in ("bytes_mapped", "bytes_touched", "anonymous_delta"):
-        assert f"span.yeto.anchors.{attribute}" in target["query"]
-    assert override_values(search, "byName", "spanID", "links")
-
-
-def test_island_jaeger_search_finds_the_resume_operation(island):
-    search = next(p for p in panels(island) if p["datasource"]["type"] == "jaeger"
-                  and p["type"] == "table")
-    target = search["targets"][0]
-    assert target["queryType"] == "search"
-    assert target["operation"] == "yeto.resume.anchors" and target["service"] == "$service"
-    assert override_values(search, "byName", "traceID", "links")
-
-
-def test_island_shows_bytes_and_memory_around_the_restart(island):
-    mapped = _panel_with(island, "yeto_resume_anchors_bytes_mapped")
-    assert "yeto_resume_anchors_bytes_touched" in _panel_metrics(mapped)
-    for metric in ("yeto_process_memory_rss_bytes", "yeto_process_memory_anonymous_bytes",
-                   "yeto_node_memory_anon_pages_bytes", "yeto_node_memory_available_bytes"):
-        panel = _panel_with(island, metric)
-        assert panel["type"] == "timeseries"
-        # In an open row: the memory panels are there when the dashboard loads.
-        assert panel in island["panels"]

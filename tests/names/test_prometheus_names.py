@@ -3,8 +3,8 @@
 import pytest
 
 from yeto_otel.census import CENSUS, CENSUS_ERRORS
-from yeto_otel.names import exported_metric_names, prometheus_name
-from yeto_otel.names import RESUME_METRICS
+from yeto_otel.names import exported_metric_names, prometheus_label, prometheus_name
+from yeto_otel.names import LOAD_MODE_ATTRIBUTE, RESUME_METRICS
 
 
 @pytest.mark.parametrize("otel, unit, counter, expected", [
@@ -38,3 +38,20 @@ def test_every_exported_metric_has_one_distinct_name():
     assert totals == {n for n, otel in names.items()
                       if otel == CENSUS_ERRORS.name or otel.endswith((".allocated", ".freed"))
                       or otel.endswith(("num_host_alloc", "num_host_free"))}
+
+
+@pytest.mark.parametrize("attribute, label", [
+    ("host.name", "host_name"),
+    ("yeto.rank", "yeto_rank"),
+    ("yeto.local_rank", "yeto_local_rank"),
+    ("service.instance.id", "service_instance_id"),
+    ("source", "source"),
+    ("a-b/c d", "a_b_c_d"),
+    ("2xx.code", "key_2xx_code"),
+])
+def test_attribute_labels(attribute, label):
+    assert prometheus_label(attribute) == label
+
+
+def test_the_load_mode_attribute_is_a_label_of_the_resume_metrics():
+    assert prometheus_label(LOAD_MODE_ATTRIBUTE) == "yeto_anchors_load_mode"

@@ -8,7 +8,9 @@ collector v0.165 applies them with suffixes on and UTF-8 off):
   (dots and underscores alike) and re-joined with ``_``;
 - the unit's Prometheus word (``By`` -> ``bytes``, ``s`` -> ``seconds``, ...) is appended
   unless it is already one of the tokens; annotation units such as ``{error}`` add nothing;
-- monotonic sums (counters) end in ``_total``; gauges with unit ``1`` end in ``_ratio``.
+- monotonic sums (counters) end in ``_total``; gauges with unit ``1`` end in ``_ratio``;
+- attribute keys become label names (``prometheus_label``): every character that is not a
+  letter, digit or ``_`` becomes ``_`` (``yeto.rank`` -> ``yeto_rank``).
 
 So ``yeto.process.memory.rss`` (By) is ``yeto_process_memory_rss_bytes`` and
 ``yeto.census.errors`` (counter) is ``yeto_census_errors_total``. The e2e suite checks these
@@ -22,7 +24,7 @@ import re
 from ..census import CENSUS, CENSUS_ERRORS, CensusMetric, Instrument
 from ._resume_metrics import RESUME_METRICS, ResumeMetric
 
-__all__ = ["prometheus_name", "prometheus_name_of", "exported_metric_names"]
+__all__ = ["prometheus_name", "prometheus_name_of", "prometheus_label", "exported_metric_names"]
 
 # The subset of the compatibility spec's unit table that OpenTelemetry units of this kind use.
 _UNIT_WORDS = {
@@ -32,6 +34,7 @@ _UNIT_WORDS = {
 }
 _PER_UNIT_WORDS = {"s": "second", "min": "minute", "h": "hour", "d": "day"}
 _TOKEN_SEPARATOR = re.compile(r"[^a-zA-Z0-9:]+")
+_LABEL_INVALID = re.compile(r"[^a-zA-Z0-9_]")
 
 
 def _unit_word(unit: str, table: dict[str, str]) -> str:
@@ -63,6 +66,14 @@ def prometheus_name_of(row: CensusMetric | ResumeMetric) -> str:
     """The Prometheus name of one row of the census or resume metric tables."""
     return prometheus_name(row.name, row.unit,
                            monotonic_counter=row.instrument is Instrument.COUNTER)
+
+
+def prometheus_label(attribute_name: str) -> str:
+    """The Prometheus label of an OpenTelemetry attribute (resource or point): every character
+    that is not a letter, digit or ``_`` becomes ``_``, and a leading digit gets ``key_``
+    (``host.name`` -> ``host_name``, ``yeto.anchors.load_mode`` -> ``yeto_anchors_load_mode``)."""
+    label = _LABEL_INVALID.sub("_", attribute_name)
+    return "key_" + label if label[:1].isdigit() else label
 
 
 def exported_metric_names() -> dict[str, str]:

@@ -11,11 +11,18 @@ from __future__ import annotations
 import os
 import socket
 
-from opentelemetry.sdk.resources import OTELResourceDetector, Resource, ResourceDetector
+from opentelemetry.sdk.resources import (HOST_NAME, SERVICE_INSTANCE_ID, OTELResourceDetector,
+                                         Resource, ResourceDetector)
 
 from ..settings import Settings, load_settings
 
-__all__ = ["YetoResourceDetector", "rank_resource_attributes", "user_resource_attributes"]
+__all__ = ["LOCAL_RANK_ATTRIBUTE", "RANK_ATTRIBUTE", "WORLD_SIZE_ATTRIBUTE", "YetoResourceDetector",
+           "rank_resource_attributes", "user_resource_attributes"]
+
+# The rank's place in the job, next to the standard `host.name` and `service.instance.id`.
+RANK_ATTRIBUTE = "yeto.rank"
+LOCAL_RANK_ATTRIBUTE = "yeto.local_rank"
+WORLD_SIZE_ATTRIBUTE = "yeto.world_size"
 
 
 def rank_resource_attributes(settings: Settings, *, hostname: str | None = None,
@@ -25,9 +32,10 @@ def rank_resource_attributes(settings: Settings, *, hostname: str | None = None,
         instance = f"{host}/rank-{settings.rank}"
     else:
         instance = f"{host}/pid-{pid or os.getpid()}"
-    attributes: dict[str, str | int] = {"host.name": host, "service.instance.id": instance}
-    for key, value in (("yeto.rank", settings.rank), ("yeto.local_rank", settings.local_rank),
-                       ("yeto.world_size", settings.world_size)):
+    attributes: dict[str, str | int] = {HOST_NAME: host, SERVICE_INSTANCE_ID: instance}
+    for key, value in ((RANK_ATTRIBUTE, settings.rank),
+                       (LOCAL_RANK_ATTRIBUTE, settings.local_rank),
+                       (WORLD_SIZE_ATTRIBUTE, settings.world_size)):
         if value is not None:
             attributes[key] = value
     return attributes

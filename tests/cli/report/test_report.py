@@ -20,9 +20,10 @@ import pytest
 from repo_paths import FIXTURES as FIXTURE_ROOT
 
 from yeto_otel.otel import CUMULATIVE, DELTA
-from yeto_otel.census import Kind
-from yeto_otel.cli.report import (CHART_IDS, Point, Series, kind_of, load_telemetry, plotted,
-                              rates)
+from yeto_otel.census import (ANONYMOUS, CENSUS_ERRORS, NODE_ANON_PAGES, NODE_AVAILABLE, RSS_PEAK,
+                              Kind, allocator_metric)
+from yeto_otel.cli.report import (CHART_IDS, Point, Series, build_html, kind_of, load_telemetry,
+                              plotted, rates)
 
 FIXTURE = FIXTURE_ROOT / "telemetry"
 ALL_CHARTS = ["census-process", "census-allocator", "census-rates", "census-node",
@@ -83,6 +84,34 @@ def test_fixture_turns_into_one_offline_page(tmp_path):
     for text in ("yeto.resume.anchors.load", "torch.load", "demo.step", "fragment_done",
                  "bytes touched so far", "touched 16.0 MiB (50% of mapped)"):
         assert text in page, text
+
+
+def test_each_census_metric_is_drawn_in_its_chart():
+    """The charts pick metrics by namespace (taken from the census table): every metric of the
+    fixture lands in its chart, and none is listed as not plotted."""
+    _plotly_or_skip()
+    page, chart_ids = build_html(load_telemetry(FIXTURE))
+    header = page[page.index("<header>"):page.index("</header>")]
+    assert "not plotted" not in header
+    sections = {chart_id: page[page.index(f'id="{chart_id}"'):] for chart_id in chart_ids}
+    for chart_id, next_id in zip(chart_ids, chart_ids[1:]):
+        sections[chart_id] = sections[chart_id][:sections[chart_id].index(f'id="{next_id}"')]
+    expected = {
+        "census-process": [ANONYMOUS, RSS_PEAK],
+        "census-allocator": [allocator_metric("active_bytes", "current"),
+                             allocator_metric("allocations", "peak")],
+        "census-rates": [allocator_metric("allocated_bytes", "freed"),
+                         allocator_metric("num_host_alloc"), CENSUS_ERRORS],
+        "census-node": [NODE_AVAILABLE, NODE_ANON_PAGES],
+    }
+    for chart_id, rows in expected.items():
+        for row in rows:
+            assert row.name in sections[chart_id], (chart_id, row.name)
+    # the step log's node levels are drawn under their own title, without the "host_mem." part
+    steplog = sections["steplog-memory"]
+    assert "Node memory" in steplog
+    assert '"name":"node_anon_pages_bytes"' in steplog
+    assert '"name":"allocated_bytes.current"' in steplog
 
 
 def test_default_output_is_dir_report_html(tmp_path):

@@ -1,0 +1,152 @@
+"""Every name the dashboards query or show, and the PromQL built from them.
+
+None of them is spelled here when a table defines it: metric names are the Prometheus names of
+the census and resume rows (`prometheus_name_of`), label names are attribute names translated by
+the collector's rule (`prometheus_label`), span and attribute names come from the span table,
+and recording-rule names are built from a metric's Prometheus name by the rule files' one
+pattern (`recording_rule`). Every rule and alert named here is looked up in the rule files
+(collector/alerts/*.yml) when this module loads, so a rename on either side stops the generator
+instead of leaving a panel empty.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from opentelemetry.sdk.resources import HOST_NAME, SERVICE_NAME
+
+from yeto_otel.census import CensusMetric
+from yeto_otel.names import (LOAD_MODE_ATTRIBUTE, ResumeMetric, prometheus_label,
+                             prometheus_name_of)
+from yeto_otel.otel import RANK_ATTRIBUTE
+
+RULE_DIR = Path(__file__).resolve().parents[1] / "alerts"
+
+# --- Attributes and their labels -------------------------------------------------------------
+
+# Resource attributes: a rank sets host.name and yeto.rank (yeto_otel.otel), service.name is
+# the trainer's own, the agent inserts yeto.cluster (collector/agent.yaml, so spelled here).
+HOST_NAME_ATTRIBUTE = HOST_NAME
+SERVICE_NAME_ATTRIBUTE = SERVICE_NAME
+CLUSTER_ATTRIBUTE = "yeto.cluster"
+# The one attribute of yeto.census.errors' points (src/yeto_otel/census/_instruments.py).
+ERROR_SOURCE_ATTRIBUTE = "source"
+
+HOST = prometheus_label(HOST_NAME_ATTRIBUTE)
+RANK = prometheus_label(RANK_ATTRIBUTE)
+CLUSTER = prometheus_label(CLUSTER_ATTRIBUTE)
+SOURCE = prometheus_label(ERROR_SOURCE_ATTRIBUTE)
+LOAD_MODE = prometheus_label(LOAD_MODE_ATTRIBUTE)
+# Prometheus' own labels: `instance` is service.instance.id (<host>/rank-<RANK>, stable across
+# restarts), `job` is [service.namespace/]service.name.
+INSTANCE = "instance"
+JOB = "job"
+
+
+def legend(label: str) -> str:
+    """A Grafana legend (or annotation text) placeholder for a label's value."""
+    return "{{%s}}" % label
+
+
+def span_attribute(name: str) -> str:
+    """A span attribute in TraceQL."""
+    return f"span.{name}"
+
+
+def resource_attribute(name: str) -> str:
+    """A resource attribute in TraceQL."""
+    return f"resource.{name}"
+
+
+# --- Recording rules and alerts (collector/alerts/*.yml) ---------------------------------------
+
+
+def _rule_names(kind: str) -> set[str]:
+    """Names of the `record:` or `alert:` rules in the rule files. Read line by line (each rule
+    starts `- record: <name>` / `- alert: <name>`), so the generator needs no YAML library;
+    tests/collector/test_metric_names.py reads the same files as YAML."""
+    pattern = re.compile(rf"^\s*-\s*{kind}:\s*(\S+)\s*$", re.MULTILINE)
+    return {name for path in sorted(RULE_DIR.glob("*.yml"))
+            for name in pattern.findall(path.read_text(encoding="utf-8"))}
+
+
+_RECORDED = _rule_names("record")
+_ALERTS = _rule_names("alert")
+
+
+def defined_rule(name: str) -> str:
+    """`name`, once it is known to be a recording rule of the rule files."""
+    if name not in _RECORDED:
+        raise LookupError(f"{name} is no recording rule in {RULE_DIR}/*.yml; "
+                          "the dashboards read it")
+    return name
+
+
+def alert(name: str) -> str:
+    """`name`, once it is known to be an alert of the rule files."""
+    if name not in _ALERTS:
+        raise LookupError(f"{name} is no alert in {RULE_DIR}/*.yml; the dashboards name it")
+    return name
+
+
+# The rule files' naming (Prometheus' level:metric:operations): a node gauge (reported by one
+# rank per host) is aggregated to the host, a rank's gauge is kept per instance.
+FLOOR = "min20m"  # the floor: the lowest value over 20 minutes
+FLOOR_RISE = "floor_rise20m"  # the floor now minus the floor 20 minutes ago
+SECONDS_TO_EXHAUSTION = "seconds_to_exhaustion"  # when the floor reaches zero at its trend
+
+
+def recording_rule(row: CensusMetric, operation: str) -> str:
+    """The recording rule that applies `operation` to the census metric `row`."""
+    level = HOST if row.node else INSTANCE
+    return defined_rule(f"{level}:{prometheus_name_of(row)}:{operation}")
+
+
+FLOOR_RISE_THRESHOLD = defined_rule("yeto:floor_rise_threshold:bytes")
+EXHAUSTION_HORIZON = defined_rule("yeto:exhaustion_horizon:seconds")
+
+
+# --- PromQL ----------------------------------------------------------------------------------
+
+Metric = CensusMetric | ResumeMetric | str  # a row of the tables, or a recording rule
+
+
+def metric_name(metric: Metric) -> str:
+    """The Prometheus name of a table row; a recording rule's name as it is."""
+    return metric if isinstance(metric, str) else prometheus_name_of(metric)
+
+
+def _matchers(*labels_and_variables: tuple[str, str]) -> str:
+    return ", ".join(f'{label}=~"${variable}"' for label, variable in labels_and_variables)
+
+
+# Template-variable selectors. Rank series carry every label; node series come from local rank
+# 0 of each host only, so they are selected (and aggregated) by host, never by rank.
+NODE_SELECTOR = _matchers((CLUSTER, "cluster"), (HOST, "host"))
+RANK_SELECTOR = _matchers((CLUSTER, "cluster"), (HOST, "host"), (RANK, "rank"))
+RANK_LEGEND = legend(INSTANCE)  # <host>/rank-<RANK>: names host and rank, stable across restarts
+NODE_LEGEND = legend(HOST)
+
+
+def rank_series(metric: Metric) -> str:
+    return f"{metric_name(metric)}{{{RANK_SELECTOR}}}"
+
+
+def host_series(metric: Metric) -> str:
+    return f"{metric_name(metric)}{{{NODE_SELECTOR}}}"
+
+
+def node_gauge(metric: Metric) -> str:
+    # Node gauges come from local rank 0 of each host: drop its rank labels (the same series
+    # goes on across that rank's restarts, as the recording rules see it).
+    return f"max by ({CLUSTER}, {HOST}) ({host_series(metric)})"
+
+
+def rate(metric: Metric, selector: str = RANK_SELECTOR) -> str:
+    return f"rate({metric_name(metric)}{{{selector}}}[$__rate_interval])"
+
+
+def net_rate(allocated: Metric, freed: Metric) -> str:
+    """Allocated minus freed per second, of two running totals."""
+    return f"{rate(allocated)}\n- {rate(freed)}"

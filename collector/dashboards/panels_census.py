@@ -1,0 +1,190 @@
+"""The host-memory census dashboard: gauges as values, running totals as rates, the floors and
+thresholds of the leak and exhaustion rules, census errors and the accelerator host allocator
+(docs/dashboards.md)."""
+
+from __future__ import annotations
+
+from yeto_otel.census import (ALLOCATOR_PREFIX, ANONYMOUS, CENSUS_ERRORS, NODE_ANON_PAGES,
+                              NODE_AVAILABLE, PRIVATE_DIRTY, RSS, RSS_PEAK, allocator_metric)
+from yeto_otel.names import prometheus_name
+
+from dashboard_kit import (DASHED_REF, FLOOR_REF, FREED_REF, HOST_MEMORY_CENSUS_UID,
+                           THRESHOLD_REF, Layout, base_dashboard, dashboard, prom, series,
+                           timeseries)
+from dashboard_names import (CLUSTER, EXHAUSTION_HORIZON, FLOOR, FLOOR_RISE,
+                             FLOOR_RISE_THRESHOLD, HOST, INSTANCE, NODE_LEGEND, RANK_LEGEND,
+                             SECONDS_TO_EXHAUSTION, SOURCE, alert, host_series, legend,
+                             metric_name, net_rate, node_gauge, rank_series, rate,
+                             recording_rule)
+
+THRESHOLD_LEGEND = "alert threshold"
+NODE_LEAK = alert("YetoNodeAnonPagesLeak")
+RANK_LEAK = alert("YetoRankAnonymousLeak")
+NODE_EXHAUSTION = alert("YetoNodeMemoryExhaustion")
+# The allocator metrics' common Prometheus prefix, left out where a description abbreviates.
+ALLOCATOR_METRICS = prometheus_name(ALLOCATOR_PREFIX, "", monotonic_counter=False)
+ANON_PAGES, MEM_AVAILABLE = NODE_ANON_PAGES.field, NODE_AVAILABLE.field  # /proc/meminfo's words
+
+
+def _process_row(layout: Layout) -> None:
+    floor = recording_rule(ANONYMOUS, FLOOR)
+    layout.row("Process memory per rank (gauges)")
+    layout.add(series(
+        "RSS", f"{metric_name(RSS)} ({RSS.field}), a gauge.", "bytes",
+        [prom("A", rank_series(RSS), RANK_LEGEND)]), w=12, h=8)
+    layout.add(series(
+        "RSS high-water mark", f"{metric_name(RSS_PEAK)} ({RSS_PEAK.field}): the largest RSS the "
+        "process has had. It only rises; a drop means the rank's process was replaced (the "
+        "restart annotations come from these drops).", "bytes",
+        [prom("A", rank_series(RSS_PEAK), RANK_LEGEND)]), w=12, h=8)
+    layout.add(series(
+        "Anonymous memory and its floor", f"{metric_name(ANONYMOUS)} (thin, a gauge) "
+        f"and its floor {floor} (thick): the lowest value over 20 minutes. A sawtooth's raw "
+        "value swings while its floor stays flat; a leak raises the floor.", "bytes",
+        [prom("A", rank_series(ANONYMOUS), RANK_LEGEND),
+         prom(FLOOR_REF, rank_series(floor), f"floor {RANK_LEGEND}")]), w=12, h=8)
+    layout.add(series(
+        "Private dirty", f"{metric_name(PRIVATE_DIRTY)}, a gauge: pages only this "
+        "process maps and has written; they cannot be dropped or shared, only swapped.",
+        "bytes",
+        [prom("A", rank_series(PRIVATE_DIRTY), RANK_LEGEND)]), w=12, h=8)
+
+
+def _node_row(layout: Layout) -> None:
+    layout.row("Node memory per host (gauges and floors)")
+    for row, what, alert_name in (
+            (NODE_ANON_PAGES, "a gauge from local rank 0 of each host", NODE_LEAK),
+            (NODE_AVAILABLE, "a gauge", NODE_EXHAUSTION)):
+        floor = recording_rule(row, FLOOR)
+        layout.add(series(
+            f"Node {row.field} and its floor", f"{metric_name(row)} (thin, {what}) and its "
+            f"floor {floor} (thick), the input of {alert_name}.", "bytes",
+            [prom("A", node_gauge(row), NODE_LEGEND),
+             prom(FLOOR_REF, host_series(floor), f"floor {NODE_LEGEND}")]), w=12, h=8)
+
+
+def _alerts_row(layout: Layout) -> None:
+    layout.row("Leak and exhaustion alerts (what the rules compare)")
+    threshold = prom(THRESHOLD_REF, FLOOR_RISE_THRESHOLD, THRESHOLD_LEGEND)
+    windows = "in three successive windows"
+    rise = recording_rule(NODE_ANON_PAGES, FLOOR_RISE)
+    layout.add(series(
+        f"Node {ANON_PAGES} floor rise (20m) vs threshold",
+        f"{rise}: the floor now minus the floor 20 minutes ago. {NODE_LEAK} fires when it is "
+        f"above the threshold (red) {windows}, for 10 minutes.", "bytes",
+        [prom("A", host_series(rise), NODE_LEGEND), threshold]), w=12, h=8)
+    rise = recording_rule(ANONYMOUS, FLOOR_RISE)
+    layout.add(series(
+        "Rank anonymous floor rise (20m) vs threshold",
+        f"{rise}, per rank. {RANK_LEAK} fires when it is above the threshold (red) {windows}, "
+        "for 10 minutes.", "bytes",
+        [prom("A", rank_series(rise), RANK_LEGEND),
+         prom(THRESHOLD_REF, FLOOR_RISE_THRESHOLD, THRESHOLD_LEGEND)]), w=12, h=8)
+    rise = recording_rule(NODE_AVAILABLE, FLOOR_RISE)
+    layout.add(series(
+        f"Node {MEM_AVAILABLE} floor change (20m) vs -threshold",
+        f"{rise}: negative while {MEM_AVAILABLE}'s floor falls. {NODE_EXHAUSTION} needs it "
+        f"below minus the threshold (red) {windows}.", "bytes",
+        [prom("A", host_series(rise), NODE_LEGEND),
+         prom(THRESHOLD_REF, f"-{FLOOR_RISE_THRESHOLD}", f"-{THRESHOLD_LEGEND}")]),
+        w=12, h=8)
+    eta = recording_rule(NODE_AVAILABLE, SECONDS_TO_EXHAUSTION)
+    layout.add(series(
+        f"Time to {MEM_AVAILABLE} exhaustion vs horizon",
+        f"{eta}: when {MEM_AVAILABLE}'s floor reaches zero at its trend over the last hour "
+        f"(absent while the floor is not falling). {NODE_EXHAUSTION} fires below the horizon "
+        "(red) while the floor keeps falling.", "s",
+        [prom("A", host_series(eta), NODE_LEGEND),
+         prom(THRESHOLD_REF, EXHAUSTION_HORIZON, "alert horizon")],
+        min_zero=True), w=12, h=8)
+
+
+def _health_row(layout: Layout) -> None:
+    layout.row("Census health")
+    layout.add(series(
+        f"Census errors per second, by {SOURCE}",
+        f"rate({metric_name(CENSUS_ERRORS)}): census reads that failed and were skipped (a "
+        "running total, so plotted as a rate). Any value above zero means gaps in that "
+        f"{SOURCE}'s series.", "cps",
+        [prom("A", f"sum by ({CLUSTER}, {HOST}, {INSTANCE}, {SOURCE}) ({rate(CENSUS_ERRORS)})",
+              f"{RANK_LEGEND} {legend(SOURCE)}")], min_zero=True), w=24, h=7)
+
+
+def _allocator_gauges(layout: Layout) -> None:
+    for stat, title, unit, what in (
+        ("allocated_bytes", "Bytes held from the OS", "bytes",
+         "pinned host memory the allocator holds (freed only when its cache is emptied)"),
+        ("active_bytes", "Bytes in use by tensors", "bytes", "bytes in use by tensors"),
+        ("allocations", "Blocks held", "short", "host allocations (blocks) the allocator holds"),
+        ("active_requests", "Requests in use", "short", "allocation requests in use by tensors"),
+    ):
+        current, peak = allocator_metric(stat, "current"), allocator_metric(stat, "peak")
+        layout.add(series(
+            f"{title} ({stat})",
+            f"{metric_name(current)} (a gauge: {what}) and _peak (dashed, the resettable "
+            "high-water mark). _current appears only once the stat's freed total has moved in "
+            "the process, so a build that never counts frees shows no false leak.",
+            unit,
+            [prom("A", rank_series(current), RANK_LEGEND),
+             prom(DASHED_REF, rank_series(peak), f"peak {RANK_LEGEND}")], min_zero=True),
+            w=12, h=8)
+
+
+def _allocator_rates(layout: Layout) -> None:
+    for stat, unit in (("allocated_bytes", "binBps"), ("active_bytes", "binBps"),
+                       ("allocations", "cps"), ("active_requests", "cps")):
+        allocated, freed = allocator_metric(stat, "allocated"), allocator_metric(stat, "freed")
+        short_freed = "..." + metric_name(freed).removeprefix(ALLOCATOR_METRICS)
+        layout.add(series(
+            f"{stat}: allocated and freed per second",
+            f"rate({metric_name(allocated)}) above the axis and rate({short_freed}) below it: "
+            "running totals, plotted as rates.",
+            unit,
+            [prom("A", rate(allocated), f"allocated {RANK_LEGEND}"),
+             prom(FREED_REF, rate(freed), f"freed {RANK_LEGEND}")]), w=12, h=8)
+
+
+def _net_panel(title: str, description: str, unit: str,
+               stats_and_words: tuple[tuple[str, str], ...]) -> timeseries.Panel:
+    return series(title, description, unit, [
+        prom(ref, net_rate(allocator_metric(stat, "allocated"), allocator_metric(stat, "freed")),
+             f"{word} {RANK_LEGEND}")
+        for ref, (stat, word) in zip("AB", stats_and_words)])
+
+
+def _allocator_row(layout: Layout) -> None:
+    layout.row("Accelerator host allocator (pinned host memory), per rank")
+    _allocator_gauges(layout)
+    _allocator_rates(layout)
+    layout.add(_net_panel(
+        "Net bytes per second (allocated - freed)",
+        "Rate of allocated minus rate of freed, for allocated_bytes (held) and active_bytes "
+        "(in use). Above zero on average is growth; a build whose frees are never counted shows "
+        "the whole allocation rate here.", "binBps",
+        (("allocated_bytes", "held"), ("active_bytes", "in use"))), w=12, h=8)
+    layout.add(_net_panel(
+        "Net blocks and requests per second (allocated - freed)",
+        "The same for allocations (blocks held) and active_requests (requests in use).", "cps",
+        (("allocations", "blocks"), ("active_requests", "requests"))), w=12, h=8)
+    alloc, free = allocator_metric("num_host_alloc"), allocator_metric("num_host_free")
+    layout.add(series(
+        "Calls to the OS per second",
+        f"rate({metric_name(alloc)}) above the axis and rate({metric_name(free)}) below it: how "
+        "often the allocator asks the OS for pinned memory and gives it back. Steady alloc calls "
+        "mean the cache is not reused.", "cps",
+        [prom("A", rate(alloc), f"alloc {RANK_LEGEND}"),
+         prom(FREED_REF, rate(free), f"free {RANK_LEGEND}")]), w=12, h=8)
+
+
+def host_memory_census() -> dashboard.Dashboard:
+    builder = base_dashboard(
+        "Host memory census", HOST_MEMORY_CENSUS_UID,
+        "The per-rank host-memory census: gauges as values, running totals as rates, the floors "
+        "and alert thresholds of the leak / exhaustion rules, census errors and the accelerator "
+        "host allocator. See docs/dashboards.md.",
+        "now-6h")
+    layout = Layout(builder)
+    for row in (_process_row, _node_row, _alerts_row, _health_row, _allocator_row):
+        row(layout)
+    layout.finish()
+    return builder

@@ -1,0 +1,124 @@
+"""Which charts the page has, what each panel of the census charts holds, and drawing them all
+(plotly is imported here, when a page is built, not when the CLI starts)."""
+
+from __future__ import annotations
+
+from ...census import (ANONYMOUS, CENSUS_ERRORS, NODE_ANON_PAGES, NODE_AVAILABLE, PRIVATE_DIRTY,
+                       RSS, RSS_PEAK, Kind, allocator_metric)
+from ...errors import UserFacingError
+from ._format import rank_colors, when
+from ._names import ALLOCATOR_PREFIX, CENSUS_PREFIX, NODE_PREFIX, PROCESS_PREFIX
+from ._restart_chart import restart_chart
+from ._steplog import steplog_chart
+from ._telemetry import Telemetry
+from ._time_charts import panels_of, time_chart, timeline_spans
+
+__all__ = ["CHART_IDS", "charts"]
+
+# Every chart the page can have, in page order: (div id, title). A chart without data is left
+# out, and the page lists the ids it drew in <body data-charts="...">.
+CHART_IDS = {
+    "census-process": "Process memory per rank, with the restart spans",
+    "census-allocator": "Host (pinned) allocator levels per rank",
+    "census-rates": "Running totals as rates per second, per rank",
+    "census-node": "Node memory",
+    "restart-bytes": "Restarts: anchor bytes mapped vs touched, per rank",
+    "steplog-memory": "Step log: host memory over step",
+}
+
+
+def _fields(stat: str, *fields: str) -> tuple[str, ...]:
+    """The metric names of some fields of one allocator stat, in the order given."""
+    return tuple(allocator_metric(stat, f).name for f in fields)
+
+
+_LEVELS = ("current", "peak")
+_TOTALS = ("allocated", "freed")
+
+# (panel title, [metric, ...]); within a panel the n-th metric is drawn with the n-th dash
+_PROCESS_PANELS = (
+    ("Anonymous memory — what a leak grows", (ANONYMOUS.name,)),
+    ("RSS (solid) and its high-water mark (dotted)", (RSS.name, RSS_PEAK.name)),
+    ("Private dirty", (PRIVATE_DIRTY.name,)),
+)
+_ALLOCATOR_PANELS = (
+    ("Bytes held from the OS: current (solid), peak (dotted)",
+     _fields("allocated_bytes", *_LEVELS)),
+    ("Bytes in use by tensors: current (solid), peak (dotted)",
+     _fields("active_bytes", *_LEVELS)),
+    ("Blocks held (solid, peak dotted); active requests (dashed, peak dash-dot)",
+     _fields("allocations", *_LEVELS) + _fields("active_requests", *_LEVELS)),
+)
+_RATE_PANELS = (
+    ("Pinned bytes obtained from (solid) / returned to (dotted) the OS, per second",
+     _fields("allocated_bytes", *_TOTALS)),
+    ("Bytes handed to (solid) / back from (dotted) tensors, per second",
+     _fields("active_bytes", *_TOTALS)),
+    ("Allocator OS calls per second: alloc (solid), free (dotted)",
+     (allocator_metric("num_host_alloc").name, allocator_metric("num_host_free").name)),
+    ("Blocks (solid/dotted) and requests (dashed/dash-dot) allocated/freed per second",
+     _fields("allocations", *_TOTALS) + _fields("active_requests", *_TOTALS)),
+    ("Census read errors per second, by source", (CENSUS_ERRORS.name,)),
+)
+_NODE_PANELS = (
+    ("MemAvailable", (NODE_AVAILABLE.name,)),
+    ("AnonPages — the node-wide leak signal", (NODE_ANON_PAGES.name,)),
+)
+_LEVEL_KINDS = {Kind.GAUGE, Kind.HIGH_WATER_MARK}
+
+# The metrics the census charts draw, by namespace; anything else is listed as not plotted.
+PLOTTED_PREFIXES = (PROCESS_PREFIX, ALLOCATOR_PREFIX, NODE_PREFIX, CENSUS_PREFIX)
+
+# The census charts after the process one: (div id, kinds, metric prefix(es), declared panels)
+_CENSUS_CHARTS = (
+    ("census-allocator", _LEVEL_KINDS, ALLOCATOR_PREFIX, _ALLOCATOR_PANELS),
+    ("census-rates", {Kind.RUNNING_TOTAL}, (ALLOCATOR_PREFIX, CENSUS_PREFIX), _RATE_PANELS),
+    ("census-node", _LEVEL_KINDS, NODE_PREFIX, _NODE_PANELS),
+)
+
+
+def charts(data: Telemetry) -> list[tuple[str, object]]:
+    """[(div id, figure)] of the charts that have data, in page order."""
+    try:
+        import plotly.graph_objects as go
+        from plotly.subplots import make_subplots
+    except ImportError:
+        raise UserFacingError("the report draws with plotly, which is not installed: "
+                              "pip install 'plotly>=6' (or yeto-otel[demo])") from None
+    colors = rank_colors(data.instances())
+    x_range = _x_range(data)
+    drawn = []
+    process = panels_of(data, kinds=_LEVEL_KINDS, prefix=PROCESS_PREFIX,
+                        declared=_PROCESS_PANELS)
+    timeline = bool(timeline_spans(data))
+    if process or timeline:
+        # every chart has its own legend, with each rank in it once
+        drawn.append(("census-process", time_chart(
+            go, make_subplots, data, process, colors=colors, x_range=x_range,
+            legend_seen=set(), timeline=timeline)))
+    for chart_id, kinds, prefix, declared in _CENSUS_CHARTS:
+        panels = panels_of(data, kinds=kinds, prefix=prefix, declared=declared)
+        if panels:
+            drawn.append((chart_id, time_chart(go, make_subplots, data, panels, colors=colors,
+                                               x_range=x_range, legend_seen=set(),
+                                               timeline=False)))
+    restart = restart_chart(go, data, colors)
+    if restart is not None:
+        drawn.append(("restart-bytes", restart))
+    steplog = steplog_chart(go, make_subplots, data)
+    if steplog is not None:
+        drawn.append(("steplog-memory", steplog))
+    for _, fig in drawn:
+        fig.update_layout(template="plotly_white", margin=dict(l=90, t=60, b=50),
+                          hoverlabel=dict(align="left"), font=dict(size=12))
+    return drawn
+
+
+def _x_range(data: Telemetry) -> list[str] | None:
+    """The time axis every census chart shares (so they line up), padded by 2% (at least
+    50 ms) on each side."""
+    span_range = data.time_range()
+    if not span_range:
+        return None
+    pad = max(int((span_range[1] - span_range[0]) * 0.02), 50_000_000)
+    return [when(span_range[0] - pad), when(span_range[1] + pad)]

@@ -1,0 +1,233 @@
+"""Reading the local telemetry files into series (one per rank, metric and attributes), spans,
+log records and step records, and what a series is plotted as: values or rates."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ...census import CENSUS, CENSUS_ERRORS, Kind
+from ...errors import UserFacingError
+from ...otel import (CUMULATIVE, DELTA, BadBatch, BadLine, LogRecord, Span, log_records,
+                     metric_points, read_json_lines, spans)
+from ._format import is_int
+from ._names import HOST_NAME, RANK_ATTRIBUTE, SERVICE_INSTANCE_ID
+
+__all__ = ["PATTERNS", "Point", "Series", "Telemetry", "kind_of", "load_telemetry", "plotted",
+           "rates"]
+
+PATTERNS = {"metrics": "metrics-*.jsonl", "traces": "traces-*.jsonl", "logs": "logs-*.jsonl",
+            "steplog": "steplog-*.jsonl"}
+
+_KIND_OF = {m.name: m.kind for m in CENSUS + (CENSUS_ERRORS,)}
+
+
+@dataclass(frozen=True)
+class Point:
+    start_ns: int
+    time_ns: int
+    value: float
+    source: str = ""  # the file (process) it came from: a new one starts a new line segment
+
+
+@dataclass
+class Series:
+    """One metric stream of one rank: (instance, metric, data point attributes)."""
+    instance: str
+    metric: str
+    attributes: tuple
+    kind: Kind
+    unit: str
+    temporality: int = CUMULATIVE
+    points: list[Point] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        extra = ", ".join(f"{k}={v}" for k, v in self.attributes)
+        return f"{self.metric} ({extra})" if extra else self.metric
+
+
+def kind_of(name: str, shape: str, monotonic: bool) -> Kind:
+    """What a metric is, from what was exported: a monotonic sum is a running total (rated);
+    anything else is a level, a high-water mark where the census table says so."""
+    if shape == "sum" and monotonic:
+        return Kind.RUNNING_TOTAL
+    kind = _KIND_OF.get(name, Kind.GAUGE)
+    return Kind.GAUGE if kind is Kind.RUNNING_TOTAL else kind
+
+
+def rates(series: Series) -> list[tuple[int, float | None]]:
+    """(time, per-second rate) of a running total, one per interval between consecutive points
+    of one process (cumulative), or per point (delta temporality). A reset (another process, a
+    new start time, a value that went back) gives (time, None): a gap in the line.
+
+    A gauge or a high-water mark has no rate: asking for one raises TypeError."""
+    if series.kind is not Kind.RUNNING_TOTAL:
+        raise TypeError(f"{series.metric} is a {series.kind.value}, not a running total: "
+                        "it is plotted as values, never as a rate")
+    points = sorted(series.points, key=lambda p: p.time_ns)
+    out: list[tuple[int, float | None]] = []
+    if series.temporality == DELTA:
+        for p in points:
+            if p.time_ns > p.start_ns > 0:
+                out.append((p.time_ns, p.value / ((p.time_ns - p.start_ns) / 1e9)))
+        return out
+    previous: Point | None = None
+    for p in points:
+        if previous is not None:
+            same_process = (p.source == previous.source and p.start_ns == previous.start_ns
+                            and p.value >= previous.value)
+            if not same_process:
+                out.append((p.time_ns, None))
+            elif p.time_ns > previous.time_ns:
+                out.append((p.time_ns, (p.value - previous.value) /
+                            ((p.time_ns - previous.time_ns) / 1e9)))
+        previous = p
+    return out
+
+
+def plotted(series: Series) -> list[tuple[int, float | None]]:
+    """What the page draws for a series: rates for running totals, the values themselves for
+    gauges and high-water marks (with a gap where another process of the rank takes over)."""
+    if series.kind is Kind.RUNNING_TOTAL:
+        return rates(series)
+    out: list[tuple[int, float | None]] = []
+    previous: Point | None = None
+    for p in sorted(series.points, key=lambda p: p.time_ns):
+        if previous is not None and p.source != previous.source:
+            out.append((p.time_ns, None))
+        out.append((p.time_ns, p.value))
+        previous = p
+    return out
+
+
+@dataclass
+class Telemetry:
+    directory: Path
+    files: dict[str, list[Path]]
+    empty_files: list[Path] = field(default_factory=list)
+    unreadable: list[str] = field(default_factory=list)
+    bad_lines: list[BadLine] = field(default_factory=list)
+    series: dict[tuple, Series] = field(default_factory=dict)
+    resources: dict[str, dict] = field(default_factory=dict)  # instance -> resource attributes
+    spans: list[tuple[str, Span]] = field(default_factory=list)  # (instance, span)
+    logs: list[tuple[str, LogRecord]] = field(default_factory=list)
+    steps: list[tuple[str, dict]] = field(default_factory=list)  # (file stem, record)
+    not_plotted: dict[str, int] = field(default_factory=dict)  # what was read but not drawn
+    lines: dict[Path, int] = field(default_factory=dict)  # usable lines per file
+
+    @property
+    def usable(self) -> bool:
+        return bool(self.series or self.spans or self.steps)
+
+    def instances(self) -> list[str]:
+        found = set(self.resources)
+        found.update(s.instance for s in self.series.values())
+        found.update(i for i, _ in self.spans)
+        return sorted(found, key=self._rank_order)
+
+    def _rank_order(self, instance: str):
+        # Ranks by their number when the resource says it, then by name with numbers compared
+        # as numbers (rank-10 after rank-9).
+        rank = self.resources.get(instance, {}).get(RANK_ATTRIBUTE)
+        numbers = [int(n) for n in re.findall(r"\d+", instance)]
+        return (0 if isinstance(rank, int) else 1, rank if isinstance(rank, int) else 0,
+                re.sub(r"\d+", "", instance), numbers)
+
+    def time_range(self) -> tuple[int, int] | None:
+        times = [p.time_ns for s in self.series.values() for p in s.points]
+        for _, span in self.spans:
+            times += [span.start_ns, span.end_ns]
+        times = [t for t in times if t > 0]
+        return (min(times), max(times)) if times else None
+
+
+def _instance(resource: dict, path: Path) -> str:
+    """The rank a record belongs to: its `service.instance.id`, else its host, else the name
+    the file was given by the process that wrote it."""
+    found = resource.get(SERVICE_INSTANCE_ID)
+    if found:
+        return str(found)
+    stem = path.stem.split("-", 1)[-1]
+    return str(resource.get(HOST_NAME) or stem)
+
+
+def _read(path: Path, data: Telemetry) -> list[tuple[int, object]]:
+    try:
+        good, bad = read_json_lines(path)
+    except OSError as exc:
+        data.unreadable.append(f"{path.name}: {exc.strerror or exc}")
+        return []
+    data.bad_lines.extend(bad)
+    if not good and not bad:
+        data.empty_files.append(path)
+    return good
+
+
+# What a JSON value that is not an OTLP batch raises in the parsers: the line is skipped.
+_PARSE_ERRORS = (BadBatch, ValueError, TypeError, AttributeError, KeyError)
+
+
+def _batches(data: Telemetry, signal: str, parse):
+    """(path, parse(batch)) for every line of the signal's files that parses; the others are
+    recorded in `data.bad_lines` and skipped."""
+    for path in data.files[signal]:
+        for number, batch in _read(path, data):
+            try:
+                parsed = parse(batch)
+            except _PARSE_ERRORS as exc:
+                data.bad_lines.append(BadLine(path, number, f"not an OTLP {signal} batch: {exc}"))
+                continue
+            data.lines[path] = data.lines.get(path, 0) + 1
+            yield path, parsed
+
+
+def load_telemetry(directory: Path) -> Telemetry:
+    """Read every telemetry file of `directory` (already checked to be a readable directory).
+    Corrupt lines are collected in `bad_lines`, never raised."""
+    try:
+        files = {signal: sorted(directory.glob(pattern)) for signal, pattern in PATTERNS.items()}
+    except OSError as exc:
+        raise UserFacingError(f"cannot list {directory}: {exc.strerror or exc}") from None
+    data = Telemetry(directory, {s: [p for p in f if p.is_file()] for s, f in files.items()})
+    _load_metrics(data)
+    for path, found in _batches(data, "traces", spans):
+        for span in found:
+            instance = _instance(span.resource, path)
+            data.resources.setdefault(instance, span.resource)
+            data.spans.append((instance, span))
+    for path, found in _batches(data, "logs", log_records):
+        data.logs += [(_instance(r.resource, path), r) for r in found]
+    _load_steps(data)
+    data.spans.sort(key=lambda item: item[1].start_ns)
+    return data
+
+
+def _load_metrics(data: Telemetry) -> None:
+    for path, (points, other) in _batches(data, "metrics", metric_points):
+        for name in other:
+            data.not_plotted[f"metric {name} (histogram or summary)"] = \
+                data.not_plotted.get(f"metric {name} (histogram or summary)", 0) + 1
+        for p in points:
+            instance = _instance(p.resource, path)
+            data.resources.setdefault(instance, p.resource)
+            key = (instance, p.name, tuple(sorted((k, str(v)) for k, v in
+                                                  p.attributes.items())))
+            series = data.series.get(key)
+            if series is None:
+                series = data.series[key] = Series(
+                    instance, p.name, key[2], kind_of(p.name, p.shape, p.monotonic), p.unit,
+                    p.temporality or CUMULATIVE)
+            series.points.append(Point(p.start_ns, p.time_ns, p.value, path.name))
+
+
+def _load_steps(data: Telemetry) -> None:
+    for path in data.files["steplog"]:
+        for number, record in _read(path, data):
+            if not isinstance(record, dict) or not is_int(record.get("step")):
+                data.bad_lines.append(BadLine(path, number,
+                                              "not a step record (an object with an int 'step')"))
+                continue
+            data.lines[path] = data.lines.get(path, 0) + 1
+            data.steps.append((path.stem, record))

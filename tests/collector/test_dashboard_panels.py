@@ -1,0 +1,201 @@
+"""What the Grafana dashboards in collector/dashboards show: units, legends, rates of running
+totals, floors over their raw series, alert inputs against their thresholds, restarts, and the
+island-restart dashboard's trace search in Tempo or Jaeger. Reads the committed JSON.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from dashboard_testkit import (names, override_values, panel_metrics, panel_with, panels,
+                               prometheus_targets, variables)
+
+
+# --- What the panels show ------------------------------------------------------------------------
+
+
+def _kind(expr: str) -> str:
+    if "/" in expr:
+        return "ratio"
+    if "rate(" in expr:
+        return "rate"
+    return "value"
+
+
+def _is_bytes(metric: str) -> bool:
+    if ":" in metric:  # level:metric:operations, or a yeto:...:unit constant
+        level, base, ops = metric.split(":")
+        if "seconds" in ops:
+            return False
+        return ops == "bytes" or "_bytes" in base
+    return bool(re.search(r"_bytes(_|$)", metric))
+
+
+def test_units_follow_what_is_plotted(dashboards):
+    for name, dashboard in dashboards.items():
+        for panel in panels(dashboard):
+            if panel["datasource"]["type"] != "prometheus":
+                continue
+            exprs = [t["expr"] for t in panel["targets"]]
+            metrics = set().union(*(names.metric_names(e) for e in exprs))
+            kinds = {_kind(e) for e in exprs}
+            unit = panel["fieldConfig"]["defaults"].get("unit")
+            where = f"{name}: {panel['title']!r}"
+            assert len(kinds) == 1, f"{where} mixes values, rates and ratios"
+            if kinds == {"ratio"}:
+                assert unit == "percentunit", where
+            elif all(_is_bytes(m) for m in metrics):
+                assert unit == ("binBps" if kinds == {"rate"} else "bytes"), where
+            elif any("seconds" in m for m in metrics):
+                assert unit == "s", where
+            else:
+                assert unit in ("short", "cps"), where
+
+
+def test_legends_name_the_rank_or_the_host(dashboards):
+    for name, dashboard in dashboards.items():
+        for panel, target in prometheus_targets(dashboard):
+            metrics = names.metric_names(target["expr"])
+            legend = target.get("legendFormat", "")
+            if all(m.startswith("yeto:") for m in metrics):  # a threshold: one unlabelled series
+                assert "threshold" in legend or "horizon" in legend
+                assert override_values(panel, "byFrameRefID", target["refId"], "color")
+            else:
+                assert "{{instance}}" in legend or "{{host_name}}" in legend, \
+                    f"{name}: {panel['title']!r} {target['refId']} legend {legend!r}"
+
+
+def test_running_totals_are_only_plotted_as_rates(dashboards):
+    counters = {n for n in names.exported_metric_names() if n.endswith("_total")}
+    for name, dashboard in dashboards.items():
+        for panel, target in prometheus_targets(dashboard):
+            for counter in counters & names.metric_names(target["expr"]):
+                raw = len(re.findall(rf"\b{counter}\b", target["expr"]))
+                rated = len(re.findall(rf"\b(?:rate|irate|increase)\(\s*{counter}\b",
+                                       target["expr"]))
+                assert raw == rated, f"{name}: {panel['title']!r} plots {counter} as a value"
+
+
+def test_node_gauges_are_selected_by_host_not_rank(dashboards):
+    for name, dashboard in dashboards.items():
+        for panel, target in prometheus_targets(dashboard):
+            if any(m.startswith(("yeto_node_", "host_name:"))
+                   for m in names.metric_names(target["expr"])):
+                assert "yeto_rank" not in target["expr"].replace("by (yeto_cluster", ""), \
+                    f"{name}: {panel['title']!r} filters node series by rank"
+                assert "{{host_name}}" in target["legendFormat"]
+
+
+def test_census_plots_each_floor_with_its_raw_series(census):
+    floors = {n for n in names.metric_names(" ".join(
+        t["expr"] for _, t in prometheus_targets(census))) if n.endswith(":min20m")}
+    assert floors == {"host_name:yeto_node_memory_anon_pages_bytes:min20m",
+                      "host_name:yeto_node_memory_available_bytes:min20m",
+                      "instance:yeto_process_memory_anonymous_bytes:min20m"}
+    for floor in floors:
+        raw = floor.split(":")[1]
+        panel = panel_with(census, floor)
+        assert raw in panel_metrics(panel), f"{floor} is not drawn over {raw}"
+
+
+def test_census_draws_alert_inputs_against_their_thresholds(census):
+    for rule, threshold in (
+            ("host_name:yeto_node_memory_anon_pages_bytes:floor_rise20m",
+             "yeto:floor_rise_threshold:bytes"),
+            ("instance:yeto_process_memory_anonymous_bytes:floor_rise20m",
+             "yeto:floor_rise_threshold:bytes"),
+            ("host_name:yeto_node_memory_available_bytes:floor_rise20m",
+             "yeto:floor_rise_threshold:bytes"),
+            ("host_name:yeto_node_memory_available_bytes:seconds_to_exhaustion",
+             "yeto:exhaustion_horizon:seconds")):
+        assert threshold in panel_metrics(panel_with(census, rule)), rule
+
+
+def test_census_shows_errors_and_allocator_net_rates(census):
+    errors = panel_with(census, "yeto_census_errors_total")
+    assert "rate(" in errors["targets"][0]["expr"] and "source" in errors["targets"][0]["expr"]
+    for stat in ("allocations", "allocated_bytes", "active_requests", "active_bytes"):
+        allocated = f"yeto_host_allocator_{stat}_allocated_total"
+        freed = f"yeto_host_allocator_{stat}_freed_total"
+        net = [t["expr"] for _, t in prometheus_targets(census)
+               if re.search(rf"rate\({allocated}\b.*\)\s*-\s*rate\({freed}\b", t["expr"],
+                            re.DOTALL)]
+        assert net, f"no allocated-minus-freed rate for {stat}"
+
+
+def test_census_and_island_mark_restarts(dashboards):
+    for name, dashboard in dashboards.items():
+        annotations = [a for a in dashboard["annotations"]["list"]
+                       if a["datasource"]["type"] == "prometheus"]
+        assert len(annotations) == 1, name
+        annotation = annotations[0]
+        assert annotation["enable"] and not annotation["hide"]
+        assert "resets(yeto_process_memory_rss_peak_bytes" in annotation["expr"]
+        assert "{{host_name}}" in annotation["textFormat"]
+
+
+# --- Island restart: the Jaeger / Tempo choice --------------------------------------------------
+
+
+def _row_of(dashboard: dict, panel_id: int) -> dict:
+    return next(row for row in dashboard["panels"] if row["type"] == "row"
+                and any(p["id"] == panel_id for p in row.get("panels", [])))
+
+
+@pytest.mark.parametrize("backend", ["tempo", "jaeger"])
+def test_island_has_a_trace_search_and_a_trace_view_per_backend(island, backend):
+    defined = variables(island)
+    assert defined[backend]["type"] == "datasource" and defined[backend]["query"] == backend
+    assert defined["trace_id"]["type"] == "textbox"
+    mine = [p for p in panels(island) if p["datasource"]["type"] == backend]
+    assert sorted(p["type"] for p in mine) == ["table", "traces"]
+    search, view = sorted(mine, key=lambda p: p["type"])
+    # Both in one collapsed row of their own, which runs no query until it is opened.
+    row = _row_of(island, search["id"])
+    assert row is _row_of(island, view["id"])
+    assert row["collapsed"] is True and backend in row["title"].lower()
+    assert [p["id"] for p in row["panels"]] == [search["id"], view["id"]]
+    assert [t["refId"] for t in view["targets"]] == ["A"]
+    assert view["targets"][0]["query"] == "${trace_id}"
+    # A click in the search sets trace_id and keeps everything else.
+    links = [item["value"] for o in search["fieldConfig"]["overrides"]
+             for item in o["properties"] if item["id"] == "links"]
+    assert len(links) == 1 and len(links[0]) == 1
+    url = links[0][0]["url"]
+    assert url.startswith(f"/d/{island['uid']}/")
+    assert "${__url_time_range}" in url and "var-trace_id=${__" in url
+    for other in set(defined) - {"trace_id"}:
+        assert "${%s:queryparam}" % other in url, f"the link drops {other}"
+
+
+def test_island_tempo_search_selects_the_resume_span_bytes(island):
+    search = next(p for p in panels(island) if p["datasource"]["type"] == "tempo"
+                  and p["type"] == "table")
+    target = search["targets"][0]
+    assert target["queryType"] == "traceql" and target["tableType"] == "spans"
+    assert 'name="yeto.resume.anchors"' in target["query"]
+    for attribute in ("bytes_mapped", "bytes_touched", "anonymous_delta"):
+        assert f"span.yeto.anchors.{attribute}" in target["query"]
+    assert override_values(search, "byName", "spanID", "links")
+
+
+def test_island_jaeger_search_finds_the_resume_operation(island):
+    search = next(p for p in panels(island) if p["datasource"]["type"] == "jaeger"
+                  and p["type"] == "table")
+    target = search["targets"][0]
+    assert target["queryType"] == "search"
+    assert target["operation"] == "yeto.resume.anchors" and target["service"] == "$service"
+    assert override_values(search, "byName", "traceID", "links")
+
+
+def test_island_shows_bytes_and_memory_around_the_restart(island):
+    mapped = panel_with(island, "yeto_resume_anchors_bytes_mapped")
+    assert "yeto_resume_anchors_bytes_touched" in panel_metrics(mapped)
+    for metric in ("yeto_process_memory_rss_bytes", "yeto_process_memory_anonymous_bytes",
+                   "yeto_node_memory_anon_pages_bytes", "yeto_node_memory_available_bytes"):
+        panel = panel_with(island, metric)
+        assert panel["type"] == "timeseries"
+        # In an open row: the memory panels are there when the dashboard loads.
+        assert panel in island["panels"]
