@@ -16,7 +16,7 @@ from pathlib import Path
 
 from opentelemetry.sdk.resources import HOST_NAME, SERVICE_NAME
 
-from yeto_otel.census import CensusMetric
+from yeto_otel.census import ERROR_SOURCE_ATTRIBUTE, CensusMetric
 from yeto_otel.names import (LOAD_MODE_ATTRIBUTE, ResumeMetric, prometheus_label,
                              prometheus_name_of)
 from yeto_otel.otel import RANK_ATTRIBUTE
@@ -30,8 +30,6 @@ RULE_DIR = Path(__file__).resolve().parents[1] / "alerts"
 HOST_NAME_ATTRIBUTE = HOST_NAME
 SERVICE_NAME_ATTRIBUTE = SERVICE_NAME
 CLUSTER_ATTRIBUTE = "yeto.cluster"
-# The one attribute of yeto.census.errors' points (src/yeto_otel/census/_instruments.py).
-ERROR_SOURCE_ATTRIBUTE = "source"
 
 HOST = prometheus_label(HOST_NAME_ATTRIBUTE)
 RANK = prometheus_label(RANK_ATTRIBUTE)

@@ -14,7 +14,7 @@ from typing import Callable, Sequence
 
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
-from ._table import CENSUS_ERRORS, CensusMetric, Instrument, Source
+from ._table import CENSUS_ERRORS, ERROR_SOURCE_ATTRIBUTE, CensusMetric, Instrument, Source
 from ._quantity import Kind
 from ._snapshot import CensusReader, CensusSnapshot
 
@@ -100,7 +100,7 @@ class CensusInstruments:
             return ()
         counts = dict.fromkeys(self._error_sources, 0)
         counts.update(self.reader.ledger.counts())
-        return [Observation(n, {"source": source}) for source, n in counts.items()]
+        return [Observation(n, {ERROR_SOURCE_ATTRIBUTE: source}) for source, n in counts.items()]
 
     def stop(self) -> None:
         self._shared.stop()

@@ -28,6 +28,7 @@ __all__ = [
     "ALLOCATOR_STATS",
     "CENSUS",
     "CENSUS_ERRORS",
+    "ERROR_SOURCE_ATTRIBUTE",
     "CensusMetric",
     "Instrument",
     "Source",
@@ -157,6 +158,9 @@ CENSUS: tuple[CensusMetric, ...] = _PROCESS_AND_NODE + _allocator_metrics()
 
 # Every key of the allocator's flat stats dict that the census reads.
 ALLOCATOR_KEYS = tuple(m.field for m in CENSUS if m.source is Source.ALLOCATOR)
+
+# The one attribute of `yeto.census.errors` points: which source failed.
+ERROR_SOURCE_ATTRIBUTE = "source"
 
 CENSUS_ERRORS = CensusMetric(
     "yeto.census.errors", None, "", Kind.RUNNING_TOTAL, "{error}",
