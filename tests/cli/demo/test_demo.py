@@ -99,6 +99,19 @@ def test_demo_exits_zero_with_progress_on_stderr(run):
     assert not os.path.exists(summary["anchor_file"])  # the temporary anchor file is gone
 
 
+def test_the_readme_main_job_prints_no_warnings(run):
+    """The README's main job (demo, then report) says only what it is doing: no warning from
+    torch, the SDK or us on a machine set up by the README's own command."""
+    result, _, local = run
+    noise = [line for line in result.stderr.splitlines() if not line.startswith("[demo ")]
+    assert noise == []
+    report = subprocess.run([sys.executable, "-m", "yeto_otel.cli", "report", str(local)],
+                            env=clean_env(local), capture_output=True, text=True, timeout=120)
+    assert report.returncode == 0, report.stderr
+    assert report.stderr == ""
+    assert report.stdout.strip() == str((local / "report.html").resolve())
+
+
 def test_resume_span_in_the_local_traces(run):
     _, summary, local = run
     spans = spans_in(local)
