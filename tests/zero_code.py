@@ -9,8 +9,6 @@ import shutil
 import subprocess
 import sys
 
-TESTS = pathlib.Path(__file__).parent
-
 
 def instrument_bin() -> str:
     path = shutil.which("opentelemetry-instrument", path=os.path.dirname(sys.executable))
@@ -24,7 +22,6 @@ def run_instrumented(code: str, env: dict[str, str], timeout: float = 120, *,
     full_env = {k: v for k, v in os.environ.items()
                 if not k.startswith(("OTEL_", "YETO_")) and k not in ("RANK", "LOCAL_RANK",
                                                                         "WORLD_SIZE")}
-    full_env["PYTHONPATH"] = str(TESTS)
     if console:
         full_env.update({"OTEL_METRICS_EXPORTER": "console", "OTEL_TRACES_EXPORTER": "none",
                          "OTEL_LOGS_EXPORTER": "none"})
