@@ -21,49 +21,57 @@ Readiness is polled on each component's health endpoint (no fixed sleeps). Every
 stopped on exit (SIGTERM, then SIGKILL after a grace period). Components can be stopped, killed
 and restarted one by one (`stop("jaeger")`, `kill("agent")`, `start("agent")`) for outage tests;
 a restarted component keeps its ports, its storage and, for the agent, its on-disk queue.
+Tests wait on conditions with `Stack.wait_for` (polled, bounded by a timeout, a component that
+is restarting or slow to answer counts as "not yet").
+
+What each component is started with, and the process handling: collector/stack_components.py
+(imported by this file from beside it; its public names are re-exported here).
 """
 
 from __future__ import annotations
 
+import http.client
+import importlib.util
 import json
 import os
 import shutil
 import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
-from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["COLLECTOR_DIR", "Stack", "StackError", "free_port", "metric_total",
-           "parse_metrics_text"]
 
-COLLECTOR_DIR = Path(__file__).resolve().parent
-LOOPBACK = "127.0.0.1"
-
-
-class StackError(RuntimeError):
-    """A component could not be found, started or reached."""
-
-
-def free_port() -> int:
-    """A TCP port that is free on the loopback address right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((LOOPBACK, 0))
-        return sock.getsockname()[1]
+def _sibling(name: str):
+    """collector/<name>.py, whether this file was imported as `stack` (collector/ on sys.path)
+    or by path under another name (tests/required_components.stack_module())."""
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # dataclasses needs the module registered
+        spec.loader.exec_module(module)
+    return sys.modules[name]
 
 
-def _http_get(url: str, timeout: float = 2.0) -> tuple[int, bytes]:
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:
-            return response.status, response.read()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read()
+_components = _sibling("stack_components")
+COLLECTOR_DIR = _components.COLLECTOR_DIR
+LOOPBACK = _components.LOOPBACK
+Component = _components.Component
+StackError = _components.StackError
+StackUnavailable = _components.StackUnavailable
+free_port = _components.free_port
+free_ports = _components.free_ports
+_http_get = _components.http_get
+_Component = Component  # the name tests used before the split
+
+__all__ = ["COLLECTOR_DIR", "Component", "Stack", "StackError", "StackUnavailable", "free_port",
+           "free_ports", "metric_total", "parse_metrics_text"]
+# Errors a poll may meet while a component starts, stops or answers slowly: asked again.
+TRANSIENT_ERRORS = (OSError, http.client.HTTPException, StackUnavailable)
+# Tries at the first start, each on fresh ports, when a port was taken before its server bound
+# it (another process may bind any free port between free_port() and the server's own bind).
+PORT_ATTEMPTS = 3
 
 
 def parse_metrics_text(text: str) -> dict[str, dict[str, float]]:
@@ -86,79 +94,6 @@ def metric_total(metrics: dict[str, dict[str, float]], name: str, **labels: str)
     return sum(values) if values else None
 
 
-def _binary(env_name: str, default: Path | str, hint: str) -> str:
-    value = os.environ.get(env_name)
-    if value:
-        path = shutil.which(value) or value
-    elif isinstance(default, Path):
-        path = str(default)
-    else:
-        path = shutil.which(default) or ""
-    if not path or not os.access(path, os.X_OK):
-        raise StackError(f"{env_name}: no executable at {path or default!r}; {hint}")
-    return path
-
-
-@dataclass
-class _Component:
-    name: str
-    argv: list[str]
-    env: dict[str, str]
-    health_url: str
-    ready: callable  # (status, body) -> bool
-    log_path: Path
-    process: subprocess.Popen | None = None
-    _log: object = field(default=None, repr=False)
-
-    def start(self, timeout: float) -> None:
-        if self.process is not None and self.process.poll() is None:
-            return
-        self._log = open(self.log_path, "ab")
-        self.process = subprocess.Popen(self.argv, env=self.env, stdin=subprocess.DEVNULL,
-                                        stdout=self._log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + timeout
-        delay = 0.05
-        while True:
-            if self.process.poll() is not None:
-                raise StackError(f"{self.name} exited with {self.process.returncode} while "
-                                 f"starting; log {self.log_path}:\n{self.log_tail()}")
-            try:
-                status, body = _http_get(self.health_url, timeout=1.0)
-                if self.ready(status, body):
-                    return
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                self.stop()
-                raise StackError(f"{self.name} not ready at {self.health_url} within {timeout}s; "
-                                 f"log {self.log_path}:\n{self.log_tail()}")
-            time.sleep(delay)
-            delay = min(delay * 1.5, 0.5)
-
-    def stop(self, sig: int = signal.SIGTERM, grace: float = 15.0) -> None:
-        process, self.process = self.process, None
-        if process is not None and process.poll() is None:
-            process.send_signal(sig)
-            try:
-                process.wait(timeout=grace)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        if self._log is not None:
-            self._log.close()
-            self._log = None
-
-    @property
-    def running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    def log_tail(self, lines: int = 30) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
-
-
 class Stack:
     """Jaeger + Prometheus + the agent (collector/agent.yaml), all on free loopback ports.
 
@@ -179,17 +114,15 @@ class Stack:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.start_timeout = start_timeout
         self.with_agent = with_agent
-        self.ports = {name: free_port() for name in (
-            "jaeger_otlp_grpc", "jaeger_otlp_http", "jaeger_query_http", "jaeger_query_grpc",
-            "jaeger_health", "jaeger_telemetry", "prometheus", "agent_otlp_grpc",
-            "agent_otlp_http", "agent_health", "agent_telemetry")}
         if rules is None:
             rules = ([str(COLLECTOR_DIR / "alerts" / "*.yml")]
                      if list((COLLECTOR_DIR / "alerts").glob("*.yml")) else [])
         self.rules = rules
         self.queue_dir = self.workdir / "agent-queue"
-        self._components: dict[str, _Component] = {}
-        self._build(Path(agent_config), agent_env or {})
+        self._agent_config = Path(agent_config)
+        self._agent_env = dict(agent_env or {})
+        self._started = False  # once anything started, the ports are kept for good
+        self._build()
 
     # endpoints -----------------------------------------------------------------------------
     @property
@@ -224,78 +157,47 @@ class Stack:
                 "OTEL_EXPORTER_OTLP_INSECURE": "true"}
 
     # set-up ----------------------------------------------------------------------------------
-    def _build(self, agent_config: Path, agent_env: dict[str, str]) -> None:
-        p = self.ports
+    def _build(self) -> None:
+        """Fresh free ports, and every component set up to use them (nothing started)."""
+        names = _components.PORT_NAMES
+        self.ports = dict(zip(names, free_ports(len(names))))
         base = {k: v for k, v in os.environ.items() if not k.startswith(("YETO_", "OTEL_"))}
-
-        jaeger_env = dict(base,
-                          YETO_JAEGER_OTLP_GRPC_ENDPOINT=f"{LOOPBACK}:{p['jaeger_otlp_grpc']}",
-                          YETO_JAEGER_OTLP_HTTP_ENDPOINT=f"{LOOPBACK}:{p['jaeger_otlp_http']}",
-                          YETO_JAEGER_QUERY_HTTP_ENDPOINT=f"{LOOPBACK}:{p['jaeger_query_http']}",
-                          YETO_JAEGER_QUERY_GRPC_ENDPOINT=f"{LOOPBACK}:{p['jaeger_query_grpc']}",
-                          YETO_JAEGER_HEALTH_ENDPOINT=f"{LOOPBACK}:{p['jaeger_health']}",
-                          YETO_JAEGER_TELEMETRY_PORT=str(p["jaeger_telemetry"]),
-                          YETO_JAEGER_BADGER_DIR=str(self.workdir / "jaeger-data"))
-        jaeger = _binary("YETO_JAEGER_BIN", COLLECTOR_DIR / "jaeger" / "bin" / "jaeger",
-                         "build it with collector/build-jaeger.sh")
-        # Traces on disk (Badger), so a restarted Jaeger still has what it stored before.
-        self._components["jaeger"] = _Component(
-            "jaeger", [jaeger, "--config", str(COLLECTOR_DIR / "jaeger.yaml"),
-                       "--config", str(COLLECTOR_DIR / "jaeger-persistent.yaml")], jaeger_env,
-            f"http://{LOOPBACK}:{p['jaeger_health']}/status",
-            lambda status, body: status == 200, self.workdir / "jaeger.log")
-
-        prom_dir = self.workdir / "prometheus"
-        prom_dir.mkdir(exist_ok=True)
-        prom_config = prom_dir / "prometheus.yml"
-        config = {"global": {"scrape_interval": "15s", "evaluation_interval": "5s"},
-                  "rule_files": self.rules, "scrape_configs": []}
-        prom_config.write_text(json.dumps(config, indent=2))  # JSON is YAML
-        prometheus = _binary("YETO_PROMETHEUS_BIN", "prometheus",
-                             "install it with `apt-get install -y prometheus` (Debian, 2.42)")
-        self._components["prometheus"] = _Component(
-            "prometheus",
-            [prometheus, f"--config.file={prom_config}",
-             f"--storage.tsdb.path={prom_dir / 'data'}",
-             f"--web.listen-address={LOOPBACK}:{p['prometheus']}",
-             "--web.enable-remote-write-receiver", "--log.level=info"],
-            dict(base), f"http://{LOOPBACK}:{p['prometheus']}/-/ready",
-            lambda status, body: status == 200, self.workdir / "prometheus.log")
-
-        if not self.with_agent:
-            return
-        otelcol = _binary("YETO_OTELCOL_BIN", COLLECTOR_DIR / "build" / "yeto-otelcol",
-                          "build it with collector/build.sh")
-        env = dict(base,
-                   YETO_AGENT_OTLP_GRPC_ENDPOINT=f"{LOOPBACK}:{p['agent_otlp_grpc']}",
-                   YETO_AGENT_OTLP_HTTP_ENDPOINT=f"{LOOPBACK}:{p['agent_otlp_http']}",
-                   YETO_AGENT_HEALTH_ENDPOINT=f"{LOOPBACK}:{p['agent_health']}",
-                   YETO_AGENT_TELEMETRY_PORT=str(p["agent_telemetry"]),
-                   YETO_AGENT_QUEUE_DIR=str(self.queue_dir),
-                   YETO_TRACES_OTLP_ENDPOINT=f"{LOOPBACK}:{p['jaeger_otlp_grpc']}",
-                   # Jaeger takes no logs over OTLP; print them instead of retrying errors.
-                   YETO_AGENT_LOGS_EXPORTERS="[debug]",
-                   YETO_PROMETHEUS_REMOTE_WRITE_URL=(
-                       f"http://{LOOPBACK}:{p['prometheus']}/api/v1/write"))
-        env.update(agent_env)
-        self._components["agent"] = _Component(
-            "agent", [otelcol, "--config", str(agent_config)], env,
-            f"http://{LOOPBACK}:{p['agent_health']}/",
-            lambda status, body: status == 200, self.workdir / "agent.log")
+        self._components = {
+            "jaeger": _components.jaeger_component(self.ports, self.workdir, base),
+            "prometheus": _components.prometheus_component(self.ports, self.workdir,
+                                                           self.rules, base)}
+        if self.with_agent:
+            self._components["agent"] = _components.agent_component(
+                self.ports, self.workdir, self.queue_dir, self._agent_config, self._agent_env,
+                base)
 
     # life cycle ------------------------------------------------------------------------------
     def start(self, name: str | None = None) -> "Stack":
-        """Start one component, or all (backends first) when `name` is None."""
+        """Start one component, or all that are not running (backends first) when `name` is
+        None. A component keeps its ports once anything has started."""
         names = [name] if name else ["jaeger", "prometheus", "agent"]
-        try:
-            for each in names:
-                if each in self._components:
-                    self._components[each].start(self.start_timeout)
-        except BaseException:
-            if name is None:
-                self.close()
-            raise
-        return self
+        first, attempt = not self._started, 1
+        while True:
+            try:
+                for each in names:
+                    if each in self._components:
+                        self._components[each].start(self.start_timeout)
+                self._started = True
+                return self
+            except StackError as error:
+                retry = (name is None and first and attempt < PORT_ATTEMPTS
+                         and "address already in use" in str(error).lower())
+                if not retry:
+                    if name is None:
+                        self.close()
+                    raise
+                self.stop()
+                self._build()
+                attempt += 1
+            except BaseException:
+                if name is None:
+                    self.close()
+                raise
 
     def stop(self, name: str | None = None, *, grace: float = 15.0) -> None:
         """Stop one component (SIGTERM, SIGKILL after `grace`), or all (agent first)."""
@@ -331,20 +233,24 @@ class Stack:
         self.close()
 
     # queries ---------------------------------------------------------------------------------
-    def jaeger_traces(self, service: str, limit: int = 1000, **params: str) -> list[dict]:
-        """Traces of `service` from Jaeger's query API (`/api/traces`), [] when none."""
+    def jaeger_traces(self, service: str, limit: int = 1000, timeout: float = 60.0,
+                      **params: str) -> list[dict]:
+        """Traces of `service` from Jaeger's query API (`/api/traces`), [] when none.
+        `timeout`: for the answer, which for thousands of traces takes seconds."""
         query = urllib.parse.urlencode(dict(params, service=service, limit=limit))
-        status, body = _http_get(f"{self.jaeger_url}/api/traces?{query}", timeout=10.0)
+        status, body = _http_get(f"{self.jaeger_url}/api/traces?{query}", timeout=timeout)
         if status == 404 or (status == 400 and b"not found" in body.lower()):
             return []
         if status != 200:
-            raise StackError(f"jaeger /api/traces: HTTP {status}: {body[:300]!r}")
+            error = StackUnavailable if status >= 500 else StackError
+            raise error(f"jaeger /api/traces: HTTP {status}: {body[:300]!r}")
         return json.loads(body).get("data") or []
 
     def jaeger_services(self) -> list[str]:
         status, body = _http_get(f"{self.jaeger_url}/api/services", timeout=10.0)
         if status != 200:
-            raise StackError(f"jaeger /api/services: HTTP {status}: {body[:300]!r}")
+            error = StackUnavailable if status >= 500 else StackError
+            raise error(f"jaeger /api/services: HTTP {status}: {body[:300]!r}")
         return json.loads(body).get("data") or []
 
     def prometheus_query(self, expr: str, time_s: float | None = None) -> list[dict]:
@@ -357,15 +263,23 @@ class Stack:
     def prometheus_series(self, match: str) -> list[dict]:
         return self._prometheus("/api/v1/series", {"match[]": match})
 
+    def prometheus_names(self, match: str) -> set[str]:
+        """Metric names (`__name__` values) of the series that `match` selects."""
+        return set(self._prometheus("/api/v1/label/__name__/values", {"match[]": match}))
+
     def prometheus_metadata(self, metric: str | None = None) -> dict:
         return self._prometheus("/api/v1/metadata", {"metric": metric} if metric else {})
 
     def _prometheus(self, path: str, params: dict[str, str]) -> object:
         url = f"{self.prometheus_url}{path}?{urllib.parse.urlencode(params)}"
-        status, body = _http_get(url, timeout=10.0)
-        payload = json.loads(body) if body else {}
+        status, body = _http_get(url, timeout=30.0)
+        try:
+            payload = json.loads(body) if body else {}
+        except ValueError:  # e.g. the plain-text 503 of a Prometheus that is not ready yet
+            payload = {}
         if status != 200 or payload.get("status") != "success":
-            raise StackError(f"prometheus {path}: HTTP {status}: {body[:300]!r}")
+            error = StackUnavailable if status >= 500 else StackError
+            raise error(f"prometheus {path}: HTTP {status}: {body[:300]!r}")
         return payload["data"]
 
     def telemetry(self, name: str) -> dict[str, dict[str, float]]:
@@ -374,7 +288,7 @@ class Stack:
                "prometheus": f"{self.prometheus_url}/metrics",
                "jaeger": f"http://{LOOPBACK}:{self.ports['jaeger_telemetry']}/metrics"}[name]
         try:
-            status, body = _http_get(url, timeout=5.0)
+            status, body = _http_get(url, timeout=10.0)
         except OSError:
             return {}
         return parse_metrics_text(body.decode(errors="replace")) if status == 200 else {}
@@ -386,14 +300,21 @@ class Stack:
 
     def wait_for(self, predicate, timeout: float = 60.0, interval: float = 0.5,
                  what: str = "condition"):
-        """Poll `predicate()` until it returns something truthy; return that."""
+        """Poll `predicate()` until it returns something truthy; return that. A transient
+        error in the predicate (nothing answered in time, HTTP 5xx: see TRANSIENT_ERRORS)
+        counts as "not yet"; any other error ends the wait at once."""
         deadline = time.monotonic() + timeout
         while True:
-            value = predicate()
+            last_error = None
+            try:
+                value = predicate()
+            except TRANSIENT_ERRORS as error:
+                value, last_error = None, error
             if value:
                 return value
             if time.monotonic() > deadline:
-                raise StackError(f"timed out after {timeout}s waiting for {what}")
+                also = f" (last: {last_error!r})" if last_error is not None else ""
+                raise StackError(f"timed out after {timeout}s waiting for {what}{also}")
             time.sleep(interval)
 
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,15 @@ def clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items()
             if not k.startswith(("OTEL_", "YETO_"))
             and k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE")}
+
+
+def job_matcher(service: str) -> str:
+    """A PromQL matcher for the series of `service` and nothing else: Prometheus' `job` is
+    service.namespace/service.name, or the bare name without a namespace. (Each test names its
+    service uniquely, so this is exactly what its ranks wrote, plus whatever rules computed
+    from those series keeping their job label.)"""
+    assert re.fullmatch(r"[\w-]+", service), service  # nothing to escape in the regex
+    return f'job=~"(.+/)?{service}"'
 
 
 def rank_env(stack, service: str, *, rank: int = 0, world: int = 1, **env: str) -> dict[str, str]:

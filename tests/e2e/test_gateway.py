@@ -60,13 +60,9 @@ def _self_signed(workdir: Path) -> tuple[Path, Path]:
     return cert, key
 
 
-@pytest.fixture(scope="module")
-def gateway(otelcol_bin, tmp_path_factory):
-    stack_module = required_components.stack_module()
-    free_port = stack_module.free_port
-    workdir = tmp_path_factory.mktemp("gateway")
-    cert, key = _self_signed(workdir)
-    ports = {name: free_port() for name in ("grpc", "http", "health", "telemetry")}
+def _gateway(stack_module, otelcol_bin: str, workdir: Path, cert: Path, key: Path):
+    """(ports, the gateway as a stack component on them, not started)."""
+    ports = dict(zip(("grpc", "http", "health", "telemetry"), stack_module.free_ports(4)))
     env = dict(os.environ)
     env.update({
         "YETO_GATEWAY_OTLP_GRPC_ENDPOINT": f"127.0.0.1:{ports['grpc']}",
@@ -82,7 +78,7 @@ def gateway(otelcol_bin, tmp_path_factory):
         "YETO_GATEWAY_METRICS_EXPORTERS": "[debug]",
         "YETO_GATEWAY_LOGS_EXPORTERS": "[debug]",
     })
-    component = stack_module._Component(
+    return ports, stack_module.Component(
         name="gateway",
         argv=[otelcol_bin, "--config", str(GATEWAY_CONFIG)],
         env=env,
@@ -90,8 +86,24 @@ def gateway(otelcol_bin, tmp_path_factory):
         ready=lambda status, body: status == 200,
         log_path=workdir / "gateway.log",
     )
+
+
+@pytest.fixture(scope="module")
+def gateway(otelcol_bin, tmp_path_factory):
+    stack_module = required_components.stack_module()
+    workdir = tmp_path_factory.mktemp("gateway")
+    cert, key = _self_signed(workdir)
+    # Another process may take a free port before the gateway binds it: then fresh ports.
+    for attempt in range(1, stack_module.PORT_ATTEMPTS + 1):
+        ports, component = _gateway(stack_module, otelcol_bin, workdir, cert, key)
+        try:
+            component.start(timeout=60.0)
+            break
+        except stack_module.StackError as error:
+            if attempt == stack_module.PORT_ATTEMPTS or \
+                    "address already in use" not in str(error).lower():
+                raise
     try:
-        component.start(timeout=60.0)
         yield {"ports": ports, "cert": cert, "component": component}
     finally:
         component.stop()

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from e2e_ranks import rank_env
+from e2e_ranks import job_matcher, rank_env
 
 HERE = Path(__file__).resolve().parent
 TRACES_QUEUE = {"exporter": "otlp_grpc/traces"}
@@ -78,7 +78,11 @@ def rank_factory(stack, instrument_bin, tmp_path):
 
 @pytest.fixture(autouse=True)
 def _everything_running_again(stack):
-    """Whatever a test broke is started again, so the next test finds a whole stack."""
+    """Whatever a test broke is started again, so the next test finds a whole stack, and the
+    agent's trace queue is empty: what a test sees queued is its own rank's (the queue's
+    metrics are the agent's, not any one service's)."""
+    stack.wait_for(lambda: _traces_queue_size(stack) == 0, timeout=DELIVERY_TIMEOUT,
+                   what="an empty trace queue before the test")
     yield
     stack.start()
 
@@ -147,7 +151,10 @@ def test_agent_sigkill_mid_stream_keeps_the_disk_queue(stack, rank_factory):
     accepted_before = stack.agent_metric("otelcol_receiver_accepted_spans") or 0.0
     # The rank's own exporter retries for up to its timeout: long enough to ride out the
     # agent's restart, so what it sends during the restart is not dropped at its end either.
-    rank = rank_factory(steps=400, period=0.05, OTEL_EXPORTER_OTLP_TIMEOUT="30")
+    # The kill must come while the rank still runs (20 s of steps): it exports every 50 ms, so
+    # the 50 queued requests the kill waits for take a few seconds, not most of its life.
+    rank = rank_factory(steps=400, period=0.05, OTEL_EXPORTER_OTLP_TIMEOUT="30",
+                        OTEL_BSP_SCHEDULE_DELAY="50")
     stack.wait_for(lambda: _traces_queue_size(stack) >= 50, timeout=60,
                    what="spans queued in the agent")
     assert rank.process.poll() is None, "the rank finished before the kill"
@@ -191,7 +198,7 @@ def test_backlog_after_an_outage_is_sent_whole(stack, rank_factory):
 
 def _rss_samples(stack, service: str, minutes: int) -> list[float]:
     result = stack.prometheus_query(
-        f'yeto_process_memory_rss_bytes{{job=~".*{service}"}}[{minutes}m]')
+        f'yeto_process_memory_rss_bytes{{{job_matcher(service)}}}[{minutes}m]')
     assert len(result) <= 1, result
     return [float(ts) for ts, _ in result[0]["values"]] if result else []
 
@@ -209,8 +216,10 @@ def test_prometheus_restart_leaves_no_gap_longer_than_the_outage(stack, rank_fac
     outage = time.time() - down
 
     _assert_clean_exit(rank.finish())
-    ended = rank.ended_at
-    # Everything the rank exported reaches Prometheus: samples up to its last export.
+    # Everything the rank exported reaches Prometheus: samples up to its last export, which
+    # comes after the rank's steps ended (its exit flush; the rank's own clock, so the time
+    # its interpreter takes to exit does not count).
+    ended = rank.summary()["exit_began"]
     stack.wait_for(lambda: (_rss_samples(stack, rank.service, 10) or [0])[-1]
                    >= ended - 3 * interval - 1, timeout=DELIVERY_TIMEOUT,
                    what="the census up to the rank's exit")

@@ -8,16 +8,34 @@ import uuid
 from pathlib import Path
 
 import pytest
+import yaml
 
 import required_components
-from e2e_ranks import run_ranks
+from e2e_ranks import job_matcher, run_ranks
 from yeto_otel.names import exported_metric_names
 
 stack_module = required_components.stack_module()
 
 HERE = Path(__file__).resolve().parent
+ALERTS_DIR = HERE.parents[1] / "collector" / "alerts"
 WORLD = 2
 QUERY_TIMEOUT = 60.0
+# What Prometheus' own rules write (the stack loads collector/alerts): recording rules are named
+# level:metric:operations (colons are theirs; an exporter never writes one), alerting rules
+# write ALERTS and ALERTS_FOR_STATE. Both can carry a rank's job label, and whether they exist
+# yet depends on whether a rule group has evaluated: they are never "what the agent wrote".
+NOT_RULE_OUTPUT = '__name__!~".*:.*|ALERTS|ALERTS_FOR_STATE"'
+
+
+def _written(service: str) -> str:
+    """A selector for exactly the series the agent wrote for `service`'s ranks."""
+    return f"{{{job_matcher(service)}, {NOT_RULE_OUTPUT}}}"
+
+
+def _recorded_names() -> set[str]:
+    return {rule["record"] for path in ALERTS_DIR.glob("*.yml")
+            for group in yaml.safe_load(path.read_text())["groups"]
+            for rule in group["rules"] if "record" in rule}
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +109,7 @@ def _rank_of(series: dict) -> str | None:
 
 def test_prometheus_has_the_census_per_rank(stack, run):
     service, _ = run
-    job = f'job=~".*{service}"'
+    job = job_matcher(service)
 
     def both(metric):
         result = stack.prometheus_query(f'{metric}{{{job}}}')
@@ -110,7 +128,7 @@ def test_prometheus_has_the_census_per_rank(stack, run):
     # Types. Prometheus 2.42 keeps no metadata for remote-written series (/api/v1/metadata
     # only covers scrape targets), so the type shows in the names the exporter chose: gauges
     # keep their name, monotonic sums become `_total` counters; no gauge turned counter.
-    names = set(stack._prometheus("/api/v1/label/__name__/values", {}))
+    names = stack.prometheus_names(_written(service))
     for gauge in ("yeto_process_memory_rss_bytes", "yeto_process_memory_rss_peak_bytes",
                   "yeto_node_memory_anon_pages_bytes"):
         assert gauge + "_total" not in names, sorted(n for n in names if n.startswith("yeto"))
@@ -130,20 +148,29 @@ def test_prometheus_has_the_census_per_rank(stack, run):
     assert len(node) == 1, node
 
 
+def _remote_writes(stack) -> dict[str, float] | None:
+    """Prometheus' count of remote-write requests by label set (code, ...); None before the
+    first one is counted (it is counted once answered, a moment after its samples show)."""
+    requests = stack.telemetry("prometheus").get("prometheus_http_requests_total", {})
+    return {labels: value for labels, value in requests.items()
+            if "/api/v1/write" in labels and value > 0} or None
+
+
 def test_no_sample_rejected(stack, run):
     service, _ = run
     # Let everything both ranks sent reach Prometheus first.
     stack.wait_for(lambda: stack.prometheus_query(
-        f'yeto_process_memory_rss_bytes{{job=~".*{service}"}}'), timeout=QUERY_TIMEOUT,
+        f'yeto_process_memory_rss_bytes{{{job_matcher(service)}}}'), timeout=QUERY_TIMEOUT,
         what="census in Prometheus")
-    metrics = stack.telemetry("prometheus")
-    writes = {labels: value for labels, value
-              in metrics.get("prometheus_http_requests_total", {}).items()
-              if "/api/v1/write" in labels}
-    assert writes, "no remote write reached Prometheus"
+    try:
+        writes = stack.wait_for(lambda: _remote_writes(stack), timeout=QUERY_TIMEOUT,
+                                what="remote writes counted by Prometheus")
+    except stack_module.StackError:
+        pytest.fail("no remote write reached Prometheus")
     rejected = {labels: value for labels, value in writes.items()
                 if re.search(r'code="[45]\d\d"', labels) and value > 0}
     assert not rejected, rejected
+    metrics = stack.telemetry("prometheus")
     assert (stack_module.metric_total(metrics, "prometheus_tsdb_out_of_order_samples_total")
             or 0.0) == 0
     log = stack.log("agent", lines=100000).lower()
@@ -156,20 +183,34 @@ def test_prometheus_names_are_the_documented_ones(stack, run):
     docs/metrics.md, the alert rules and the dashboards) use, and nothing else does."""
     service, _ = run
     expected = set(exported_metric_names())
+    # Nothing exported could be mistaken for a rule's output (and so go unchecked below).
+    assert not [n for n in expected if ":" in n or n.startswith("ALERTS")], sorted(expected)
 
-    def arrived():
-        names = {s["__name__"] for s in stack.prometheus_series(f'{{job=~".*{service}"}}')}
-        names.discard("target_info")
+    def written() -> set[str]:
+        return stack.prometheus_names(_written(service)) - {"target_info"}
+
+    def all_arrived() -> set[str] | None:
+        names = written()
         return names if names >= expected else None
 
     try:
-        names = stack.wait_for(arrived, timeout=QUERY_TIMEOUT, what="every exported metric")
-    except Exception:
-        names = {s["__name__"] for s in stack.prometheus_series(f'{{job=~".*{service}"}}')}
+        names = stack.wait_for(all_arrived, timeout=QUERY_TIMEOUT, what="every exported metric")
+    except stack_module.StackError:
+        names = written()
         pytest.fail(f"missing in Prometheus: {sorted(expected - names)}; "
-                    f"unexpected: {sorted(names - expected - {'target_info'})}")
+                    f"unexpected: {sorted(names - expected)}")
     assert names == expected, sorted(names ^ expected)
-    mapped = stack.prometheus_query(f'yeto_resume_anchors_bytes_mapped{{job=~".*{service}"}}')
-    assert {s["metric"]["yeto_rank"] for s in mapped} == {"0", "1"}, mapped
+    # What the selector leaves out under this job is only ever the rules' own output.
+    rule_output = stack.prometheus_names(f"{{{job_matcher(service)}}}") - \
+        stack.prometheus_names(_written(service))
+    assert rule_output <= _recorded_names() | {"ALERTS", "ALERTS_FOR_STATE"}, sorted(rule_output)
+
+    def mapped_by_both():
+        mapped = stack.prometheus_query(
+            f'yeto_resume_anchors_bytes_mapped{{{job_matcher(service)}}}')
+        return mapped if {s["metric"]["yeto_rank"] for s in mapped} == {"0", "1"} else None
+
+    mapped = stack.wait_for(mapped_by_both, timeout=QUERY_TIMEOUT,
+                            what="yeto_resume_anchors_bytes_mapped from both ranks")
     assert all(float(s["value"][1]) > 0 and s["metric"]["yeto_anchors_load_mode"] == "mmap"
                for s in mapped), mapped

@@ -3,6 +3,7 @@ trainer-like ranks send through the agent, and the floor rules record series for
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 import uuid
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from e2e_ranks import run_ranks
+from e2e_ranks import job_matcher, run_ranks
 
 HERE = Path(__file__).resolve().parent
 ALERTS_DIR = HERE.parents[1] / "collector" / "alerts"
@@ -52,7 +53,7 @@ def run(stack, instrument_bin, tmp_path_factory):
     for rank, result in results.items():
         assert result.returncode == 0, f"rank {rank}:\n{result.stdout}\n{result.stderr[-3000:]}"
 
-    job = f'job=~".*{service}"'
+    job = job_matcher(service)
 
     def census():
         ranks = stack.prometheus_query(f"yeto_process_memory_anonymous_bytes{{{job}}}")
@@ -114,15 +115,24 @@ def test_every_alert_is_documented_and_quiet(stack, evaluated):
         assert rule["state"] != "firing", rule
 
 
+def _rank_floors(stack, service: str) -> dict[str, dict] | None:
+    """{rank: its floor series} once the rank floor has been recorded for every rank."""
+    floors = stack.prometheus_query(f"{RANK_FLOOR}{{{job_matcher(service)}}}")
+    by_rank = {s["metric"]["yeto_rank"]: s for s in floors}
+    return by_rank if set(by_rank) == {str(r) for r in range(WORLD)} else None
+
+
 def test_floors_are_recorded_for_the_ranks_and_the_host(stack, run, evaluated):
     service, _, _ = run
-    floors = stack.prometheus_query(f'{RANK_FLOOR}{{job=~".*{service}"}}')
-    by_rank = {s["metric"]["yeto_rank"]: s for s in floors}
-    assert set(by_rank) == {str(r) for r in range(WORLD)}, floors
-    census = stack.prometheus_query(f'yeto_process_memory_anonymous_bytes{{job=~".*{service}"}}')
-    hosts = {s["metric"]["host_name"] for s in census}
+    # Polled, not read once: `evaluated` says each rule ran after the census arrived, but a
+    # group's evaluation timestamp may lag the moment it ran.
+    by_rank = stack.wait_for(lambda: _rank_floors(stack, service), timeout=EVALUATION_TIMEOUT,
+                             interval=1.0, what=f"{RANK_FLOOR} for every rank of {service}")
+    census = stack.prometheus_query(
+        f"yeto_process_memory_anonymous_bytes{{{job_matcher(service)}}}")
+    hosts = {(s["metric"]["yeto_cluster"], s["metric"]["host_name"]) for s in census}
     assert len(hosts) == 1, census  # both ranks run on this machine
-    (host,) = hosts
+    ((cluster, host),) = hosts
     for rank, series in by_rank.items():
         labels = series["metric"]
         assert labels["instance"].endswith(f"/rank-{rank}"), labels
@@ -130,7 +140,9 @@ def test_floors_are_recorded_for_the_ranks_and_the_host(stack, run, evaluated):
         assert "yeto_local_rank" not in labels and "yeto_world_size" not in labels, labels
         assert float(series["value"][1]) > 0, series
     for rule in NODE_FLOORS:
-        result = stack.prometheus_query(f'{rule}{{host_name="{host}"}}')
+        selector = f'{rule}{{yeto_cluster="{cluster}", host_name="{host}"}}'
+        result = stack.wait_for(functools.partial(stack.prometheus_query, selector),
+                                timeout=EVALUATION_TIMEOUT, interval=1.0, what=selector)
         assert len(result) == 1, (rule, result)
         assert set(result[0]["metric"]) == {"__name__", "yeto_cluster", "host_name"}, result
         assert float(result[0]["value"][1]) > 0, result
