@@ -64,6 +64,7 @@ ENVIRONMENT_EDGES = {
     "yeto_otel.anchors._save": {"save_resume_anchors"},
     "yeto_otel.census._step_log": {"add_census_to_step_log"},
     "yeto_otel.instrumentation._host_memory": {"_instrument"},
+    "yeto_otel.instrumentation._dataloader": {"_instrument"},
     "yeto_otel.otel._configurator": {"_configure"},
     "yeto_otel.otel._distro": {"_configure"},
     "yeto_otel.otel._resource": {"detect"},

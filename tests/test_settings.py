@@ -31,6 +31,8 @@ ACCEPTED = {
     "RANK": [("0", 0), ("7", 7), ("1023", 1023), ("", None), (" 3 ", 3)],
     "LOCAL_RANK": [("0", 0), ("3", 3), ("", None)],
     "WORLD_SIZE": [("1", 1), ("8", 8), ("4096", 4096), ("", None)],
+    "YETO_OTEL_DATALOADER_WORKERS": [("on", True), ("off", False), (" off ", False)],
+    "YETO_OTEL_IDENTITY_OWNER": [("3:4242", (3, 4242)), ("-:17", (None, 17)), ("", None)],
 }
 
 REJECTED = {
@@ -44,6 +46,8 @@ REJECTED = {
     "RANK": ["-1", "abc", "1.5", "0x1", "1e3", "one"],
     "LOCAL_RANK": ["-3", "x", "2.0"],
     "WORLD_SIZE": ["0", "-2", "x", "8.0"],
+    "YETO_OTEL_DATALOADER_WORKERS": ["", "1", "yes", "ON", "true"],
+    "YETO_OTEL_IDENTITY_OWNER": ["4242", "3:", ":4242", "x:1", "3:4a", "-1:2", "3:4:5"],
 }
 
 FIELD = {
@@ -56,6 +60,8 @@ FIELD = {
     "RANK": "rank",
     "LOCAL_RANK": "local_rank",
     "WORLD_SIZE": "world_size",
+    "YETO_OTEL_DATALOADER_WORKERS": "dataloader_workers",
+    "YETO_OTEL_IDENTITY_OWNER": "identity_owner",
 }
 
 ACCEPTED_TEXT = {s.name: s.accepted for s in SETTINGS}
@@ -100,7 +106,8 @@ def test_defaults_match_the_table():
                         "YETO_DILOCO_HOST_MEM_CENSUS": "0", "YETO_DILOCO_ANCHOR_DTYPE": None,
                         "YETO_OTEL_LOCAL_DIR": "yeto-telemetry",
                         "YETO_DILOCO_RESUME_ANCHOR_MMAP": "1", "RANK": None, "LOCAL_RANK": None,
-                        "WORLD_SIZE": None}
+                        "WORLD_SIZE": None, "YETO_OTEL_DATALOADER_WORKERS": "on",
+                        "YETO_OTEL_IDENTITY_OWNER": None}
 
 
 def test_every_setting_is_documented():

@@ -23,6 +23,7 @@ _moved.install()  # earlier releases' documented import paths still work, with a
 # public name -> the room that defines it
 _FACES = {
     "HostMemoryInstrumentor": "instrumentation",
+    "DataLoaderWorkerInstrumentor": "instrumentation",
     "TorchLoadInstrumentor": "instrumentation",
     "add_census_to_step_log": "census",
     "CensusReader": "census",
@@ -62,6 +63,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
                           save_resume_anchors)
     from .census import (CensusReader, CensusSnapshot, HostCacheReleasePolicy, Kind, Quantity,
                          ReleaseDecision, add_census_to_step_log)
-    from .instrumentation import HostMemoryInstrumentor, TorchLoadInstrumentor
+    from .instrumentation import (DataLoaderWorkerInstrumentor, HostMemoryInstrumentor,
+                                  TorchLoadInstrumentor)
     from .otel import configure_telemetry
     from .settings import Settings, SettingsError, load_settings

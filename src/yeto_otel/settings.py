@@ -27,7 +27,9 @@ __all__ = [
     "Setting",
     "Settings",
     "SettingsError",
+    "IDENTITY_OWNER",
     "apply_otel_defaults",
+    "claim_identity",
     "exporter_choices",
     "exports_locally",
     "load_settings",
@@ -121,6 +123,25 @@ def _parse_positive_rank(value: str) -> int | None:
     return number
 
 
+def _parse_on_off(value: str) -> bool:
+    if value in ("on", "off"):
+        return value == "on"
+    raise ValueError("expected on or off")
+
+
+IDENTITY_OWNER = "YETO_OTEL_IDENTITY_OWNER"
+
+
+def _parse_identity_owner(value: str) -> tuple[int | None, int] | None:
+    """`<RANK>:<pid>` (`-:<pid>` without RANK): the process that reports under the identity."""
+    if value == "":
+        return None
+    rank, sep, pid = value.partition(":")
+    if not sep or not pid.isdigit() or not (rank == "-" or rank.isdigit()):
+        raise ValueError("expected <RANK>:<pid> or -:<pid>, as yeto-otel writes it")
+    return (None if rank == "-" else int(rank)), int(pid)
+
+
 SETTINGS: tuple[Setting, ...] = (
     Setting(
         "YETO_OTEL_HOST_ALLOCATOR",
@@ -140,6 +161,15 @@ SETTINGS: tuple[Setting, ...] = (
         "process whose `LOCAL_RANK` is 0 (or unset), so 8 ranks on a host do not report node "
         "memory 8 times.",
         _parse_node_metrics,
+    ),
+    Setting(
+        "YETO_OTEL_DATALOADER_WORKERS",
+        "on",
+        "`on`, `off`",
+        "`on`: each DataLoader worker of a rank reports its own process census (and its "
+        "`torch.load` spans) as `<host>/rank-<RANK>/worker-<K>`, `K` the worker id, reused "
+        "across epochs. `off`: workers are silent, like every other child process.",
+        _parse_on_off,
     ),
     Setting(
         "YETO_OTEL_LOCAL_DIR",
@@ -199,6 +229,15 @@ SETTINGS: tuple[Setting, ...] = (
         "Number of ranks, set by the launcher. Becomes `yeto.world_size`.",
         _parse_positive_rank,
     ),
+    Setting(
+        IDENTITY_OWNER,
+        None,
+        "set by yeto-otel",
+        "Not a setting for people: the process that reports under an identity (a rank) writes "
+        "`<RANK>:<pid>` here, so the children that inherit its environment (spawned DataLoader "
+        "workers, multiprocessing helpers) know they are not it and stay silent.",
+        _parse_identity_owner,
+    ),
 )
 
 _BY_NAME = {setting.name: setting for setting in SETTINGS}
@@ -215,6 +254,8 @@ class Settings:
     rank: int | None = None
     local_rank: int | None = None
     world_size: int | None = None
+    dataloader_workers: bool = True
+    identity_owner: tuple[int | None, int] | None = None
 
     @property
     def reports_node_metrics(self) -> bool:
@@ -233,6 +274,8 @@ _FIELDS = {
     "RANK": "rank",
     "LOCAL_RANK": "local_rank",
     "WORLD_SIZE": "world_size",
+    "YETO_OTEL_DATALOADER_WORKERS": "dataloader_workers",
+    IDENTITY_OWNER: "identity_owner",
 }
 
 
@@ -317,6 +360,13 @@ def set_environment_defaults(values: Mapping[str, str], *, override: bool = Fals
             env[name] = value
         else:
             env.setdefault(name, value)
+
+
+def claim_identity(rank: int | None, pid: int, environ: dict | None = None) -> None:
+    """Record in the environment that process `pid` reports under rank `rank`'s identity
+    (children inherit it: see YETO_OTEL_IDENTITY_OWNER)."""
+    env = os.environ if environ is None else environ
+    env[IDENTITY_OWNER] = f"{'-' if rank is None else rank}:{pid}"
 
 
 def apply_otel_defaults(environ: dict | None = None) -> None:

@@ -19,7 +19,8 @@ def test_ranked_process():
     attrs = rank_resource_attributes(Settings(rank=11, local_rank=3, world_size=16),
                                      hostname="node-a", pid=4242)
     assert attrs == {"host.name": "node-a", "service.instance.id": "node-a/rank-11",
-                     "yeto.rank": 11, "yeto.local_rank": 3, "yeto.world_size": 16}
+                     "yeto.rank": 11, "yeto.local_rank": 3, "yeto.world_size": 16,
+                     "yeto.process.role": "rank"}
 
 
 def test_instance_id_is_distinct_per_rank_and_host():
@@ -44,8 +45,9 @@ def test_rank_zero_is_a_rank_not_unset():
 
 def test_pid_based_without_rank():
     attrs = rank_resource_attributes(Settings(), hostname="h", pid=4242)
-    assert attrs == {"host.name": "h", "service.instance.id": "h/pid-4242"}
-    assert not any(key.startswith("yeto.") for key in attrs)
+    assert attrs == {"host.name": "h", "service.instance.id": "h/pid-4242",
+                     "yeto.process.role": "process"}
+    assert not any(key.startswith("yeto.") for key in attrs if key != "yeto.process.role")
 
 
 def test_pid_defaults_to_this_process():
@@ -68,6 +70,8 @@ def test_hostname_defaults_to_this_host():
 ])
 def test_yeto_attributes_only_when_set(settings, expected_yeto):
     attrs = rank_resource_attributes(settings, hostname="h", pid=1)
+    role = attrs.pop("yeto.process.role")  # always: a rank, or a process without RANK
+    assert role == ("rank" if settings.rank is not None else "process")
     assert {k: v for k, v in attrs.items() if k.startswith("yeto.")} == expected_yeto
 
 

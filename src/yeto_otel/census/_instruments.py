@@ -5,10 +5,15 @@ callbacks share a snapshot: a callback that has already been served the current 
 asking again means a new collection (or another reader's) has begun, and only then is the
 census read again. This holds whatever order the SDK calls them in and however many readers
 there are.
+
+The census is this process's own: in a forked child the inherited instruments observe nothing
+(the child's memory is not the rank's, and a child reports under an identity of its own or not
+at all), without reading a file.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import Callable, Sequence
 
@@ -24,16 +29,21 @@ INTERNAL_ERROR_SOURCE = "census"
 
 
 class _SharedSnapshot:
-    def __init__(self, reader: CensusReader):
+    def __init__(self, reader: CensusReader, owner_pid: int):
         self._reader = reader
         self._lock = threading.Lock()
         self._snapshot: CensusSnapshot | None = None
         self._served: set[str] = set()
         self.stopped = False
+        self.owner_pid = owner_pid
+
+    @property
+    def silent(self) -> bool:
+        return self.stopped or os.getpid() != self.owner_pid
 
     def for_instrument(self, name: str) -> CensusSnapshot | None:
         with self._lock:
-            if self.stopped:
+            if self.silent:
                 return None
             if self._snapshot is None or name in self._served:
                 self._snapshot = self._reader.take()
@@ -49,11 +59,12 @@ class _SharedSnapshot:
 
 
 class CensusInstruments:
-    """The census on one Meter. `stop()` ends the reads (instruments cannot be unregistered)."""
+    """The census on one Meter, observed only in the process that created it (`owner_pid`).
+    `stop()` ends the reads (instruments cannot be unregistered)."""
 
-    def __init__(self, meter: Meter, reader: CensusReader):
+    def __init__(self, meter: Meter, reader: CensusReader, *, owner_pid: int | None = None):
         self.reader = reader
-        self._shared = _SharedSnapshot(reader)
+        self._shared = _SharedSnapshot(reader, os.getpid() if owner_pid is None else owner_pid)
         # Every source in use is exported from 0, so increase() in alert rules has a series.
         self._error_sources = sorted({m.source.label for m in reader.metrics
                                       if m.source is not None})
@@ -96,7 +107,7 @@ class CensusInstruments:
         return observe
 
     def _observe_errors(self) -> Sequence[Observation]:
-        if self._shared.stopped:
+        if self._shared.silent:
             return ()
         counts = dict.fromkeys(self._error_sources, 0)
         counts.update(self.reader.ledger.counts())

@@ -1,12 +1,13 @@
 """OpenTelemetry instrumentors shipped by yeto-otel (loaded by `opentelemetry-instrument`
-through the `opentelemetry_instrumentor` entry points `yeto_host_memory` and
-`yeto_torch_load`), and the post-import hook that patches torch only once the program
+through the `opentelemetry_instrumentor` entry points `yeto_host_memory`, `yeto_torch_load` and
+`yeto_dataloader_workers`), and the post-import hook that patches torch only once the program
 imports it.
 """
 
+from ._dataloader import DataLoaderWorkerInstrumentor, WorkerTelemetry
 from ._host_memory import METER_NAME, HostMemoryInstrumentor
 from ._post_import import ImportWatch, when_imported
 from ._torch_load import TorchLoadInstrumentor
 
-__all__ = ["METER_NAME", "HostMemoryInstrumentor", "ImportWatch", "TorchLoadInstrumentor",
-           "when_imported"]
+__all__ = ["METER_NAME", "DataLoaderWorkerInstrumentor", "HostMemoryInstrumentor", "ImportWatch",
+           "TorchLoadInstrumentor", "WorkerTelemetry", "when_imported"]

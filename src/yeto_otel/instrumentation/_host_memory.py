@@ -4,6 +4,9 @@
 
 or, with no code change, `opentelemetry-instrument python train.py` (entry point
 `yeto_host_memory`; `OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=yeto_host_memory` turns it off).
+
+The census is the instrumenting process's own: a launcher or a child (see
+`yeto_otel.otel.Role`) registers nothing, and a forked child's copy observes nothing.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 from opentelemetry.metrics import get_meter
 
 from ..census import CensusInstruments, CensusReader
+from ..otel import current_role
 from ..settings import load_settings
 from ..version import __version__
 
@@ -31,6 +35,9 @@ class HostMemoryInstrumentor(BaseInstrumentor):
     def _instrument(self, **kwargs: Any) -> None:
         """Keyword arguments: `meter_provider`; `settings` and `proc_root` (for tests)."""
         settings = kwargs.get("settings") or load_settings()  # a bad value raises here, at start
+        role = current_role()
+        if role is not None and not role.reports:
+            return  # a launcher or a child: it has no census of its own to report
         reader = CensusReader.from_settings(settings, proc_root=kwargs.get("proc_root", "/proc"))
         meter = get_meter(METER_NAME, __version__, kwargs.get("meter_provider"))
         self._census = CensusInstruments(meter, reader)

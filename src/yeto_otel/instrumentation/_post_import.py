@@ -49,11 +49,13 @@ class ImportWatch(importlib.abc.MetaPathFinder):
         if fullname != self.name or self._fired:
             return None
         for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
+            # Other watches are skipped: several watch one module (torch: each instrumentor),
+            # and the first to find it fires them all once the module has executed.
+            if isinstance(finder, ImportWatch) or not hasattr(finder, "find_spec"):
                 continue
             spec = finder.find_spec(fullname, path, target)
             if spec is not None and spec.loader is not None:
-                spec.loader = _Loader(spec.loader, self._fire)
+                spec.loader = _Loader(spec.loader, lambda module: _fire_all(fullname, module))
                 return spec
         return None
 
@@ -70,6 +72,11 @@ class ImportWatch(importlib.abc.MetaPathFinder):
             sys.meta_path.remove(self)
         except ValueError:
             pass
+
+
+def _fire_all(name: str, module) -> None:
+    for watch in [f for f in sys.meta_path if isinstance(f, ImportWatch) and f.name == name]:
+        watch._fire(module)
 
 
 def when_imported(name: str, callback: Callable[[object], None]) -> ImportWatch | None:

@@ -15,30 +15,50 @@ from opentelemetry.sdk.resources import (HOST_NAME, SERVICE_INSTANCE_ID, OTELRes
                                          Resource, ResourceDetector)
 
 from ..settings import Settings, load_settings
+from ._process import Role
 
-__all__ = ["LOCAL_RANK_ATTRIBUTE", "RANK_ATTRIBUTE", "WORLD_SIZE_ATTRIBUTE", "YetoResourceDetector",
-           "rank_resource_attributes", "user_resource_attributes"]
+__all__ = ["LOCAL_RANK_ATTRIBUTE", "RANK_ATTRIBUTE", "ROLE_ATTRIBUTE", "WORKER_ID_ATTRIBUTE",
+           "WORLD_SIZE_ATTRIBUTE", "YetoResourceDetector", "rank_resource_attributes",
+           "user_resource_attributes", "worker_resource_attributes"]
 
 # The rank's place in the job, next to the standard `host.name` and `service.instance.id`.
 RANK_ATTRIBUTE = "yeto.rank"
 LOCAL_RANK_ATTRIBUTE = "yeto.local_rank"
 WORLD_SIZE_ATTRIBUTE = "yeto.world_size"
+# What kind of process reports: `rank`, `process` (no RANK) or `dataloader_worker`.
+ROLE_ATTRIBUTE = "yeto.process.role"
+# A DataLoader worker's id (`torch.utils.data.get_worker_info().id`), reused across epochs.
+WORKER_ID_ATTRIBUTE = "yeto.dataloader.worker_id"
 
 
 def rank_resource_attributes(settings: Settings, *, hostname: str | None = None,
                              pid: int | None = None) -> dict[str, str | int]:
+    """The identity of a rank (`<host>/rank-<RANK>`) or, without RANK, of a plain process
+    (`<host>/pid-<pid>`)."""
     host = hostname or socket.gethostname()
     if settings.rank is not None:
-        instance = f"{host}/rank-{settings.rank}"
+        instance, role = f"{host}/rank-{settings.rank}", Role.RANK
     else:
-        instance = f"{host}/pid-{pid or os.getpid()}"
-    attributes: dict[str, str | int] = {HOST_NAME: host, SERVICE_INSTANCE_ID: instance}
+        instance, role = f"{host}/pid-{pid or os.getpid()}", Role.PROCESS
+    attributes: dict[str, str | int] = {HOST_NAME: host, SERVICE_INSTANCE_ID: instance,
+                                        ROLE_ATTRIBUTE: role.value}
     for key, value in ((RANK_ATTRIBUTE, settings.rank),
                        (LOCAL_RANK_ATTRIBUTE, settings.local_rank),
                        (WORLD_SIZE_ATTRIBUTE, settings.world_size)):
         if value is not None:
             attributes[key] = value
     return attributes
+
+
+def worker_resource_attributes(rank_attributes: dict, worker_id: int,
+                               loader_slot: int = 0) -> dict[str, str | int]:
+    """A DataLoader worker's identity under its rank's: `<rank id>/worker-<K>`, or
+    `<rank id>/loader-<L>/worker-<K>` for the rank's second and later DataLoaders (two loaders
+    iterating at once would otherwise share worker ids)."""
+    rank_instance = rank_attributes[SERVICE_INSTANCE_ID]
+    loader = f"/loader-{loader_slot}" if loader_slot else ""
+    return {**rank_attributes, SERVICE_INSTANCE_ID: f"{rank_instance}{loader}/worker-{worker_id}",
+            ROLE_ATTRIBUTE: Role.DATALOADER_WORKER.value, WORKER_ID_ATTRIBUTE: worker_id}
 
 
 def user_resource_attributes() -> dict:

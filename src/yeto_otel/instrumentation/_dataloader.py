@@ -1,0 +1,144 @@
+"""`DataLoaderWorkerInstrumentor`: each DataLoader worker reports as `<rank id>/worker-<K>`.
+
+A worker is a child of its rank (forked, spawned or from the forkserver) and so never reports
+under the rank's identity (see `yeto_otel.otel.Role`). Its memory is still worth seeing: a
+worker that touches the dataset's Python objects copies their pages one by one
+(copy-on-read), which grows like a leak. So when a DataLoader of a reporting process starts
+workers, its `worker_init_fn` is wrapped for that start only: the wrapper, a picklable object
+that spawned workers unpickle whether or not they are instrumented, sets up the worker's own
+pipeline (`yeto_otel.otel.start_process_pipeline`) with its process census (no node, no
+allocator) and its `torch.load` spans, then calls the user's `worker_init_fn`. The worker id
+K is reused across epochs, so a job has ranks x num_workers worker identities however many
+epochs run. The pipeline is flushed when the worker exits.
+
+    DataLoaderWorkerInstrumentor().instrument()
+
+or `opentelemetry-instrument` (entry point `yeto_dataloader_workers`);
+YETO_OTEL_DATALOADER_WORKERS=off, or OTEL_PYTHON_DISABLED_INSTRUMENTATIONS, turns it off.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing.util
+import threading
+import weakref
+from typing import Any, Collection
+
+from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
+
+from ..census import CensusInstruments, CensusReader
+from ..otel import (current_role, mark_worker, rank_attributes, rank_resource_attributes,
+                    start_process_pipeline, user_resource_attributes, worker_resource_attributes)
+from ..settings import Settings, load_settings
+from ..version import __version__
+from ._host_memory import METER_NAME
+from ._post_import import when_imported
+
+__all__ = ["DataLoaderWorkerInstrumentor", "WorkerTelemetry"]
+
+_log = logging.getLogger("yeto_otel.dataloader")
+# After the worker's own finalizers (torch's run at priority 0 and up): flush last.
+_FLUSH_PRIORITY = -10
+
+
+def start_worker_telemetry(settings: Settings, attributes: dict, loader_slot: int,
+                           worker_id: int) -> None:
+    """In a DataLoader worker: its own pipeline, with the process census, flushed at exit."""
+    mark_worker()
+    pipeline = start_process_pipeline(
+        worker_resource_attributes(attributes, worker_id, loader_slot), settings)
+    meter = pipeline.meter_provider.get_meter(METER_NAME, __version__)
+    CensusInstruments(meter, CensusReader(allocator=None, node_metrics=False))
+    # multiprocessing runs finalizers with a priority when the worker's target returns,
+    # before os._exit, which skips atexit.
+    multiprocessing.util.Finalize(None, pipeline.shutdown, exitpriority=_FLUSH_PRIORITY)
+
+
+class WorkerTelemetry:
+    """A DataLoader's `worker_init_fn`, wrapped: the worker's telemetry, then the user's own."""
+
+    def __init__(self, user_init, settings: Settings, attributes: dict, loader_slot: int):
+        self.user_init = user_init
+        self.settings = settings
+        self.attributes = attributes
+        self.loader_slot = loader_slot
+
+    def __call__(self, worker_id: int) -> None:
+        try:
+            start_worker_telemetry(self.settings, self.attributes, self.loader_slot, worker_id)
+        except Exception as exc:  # telemetry never fails the worker (nor the epoch)
+            _log.warning("DataLoader worker %s: telemetry not started: %s: %s", worker_id,
+                         type(exc).__name__, exc)
+        if self.user_init is not None:
+            self.user_init(worker_id)
+
+
+class _LoaderSlots:
+    """The rank's DataLoaders in the order they first start workers: 0, 1, ..."""
+
+    def __init__(self) -> None:
+        self._slots: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
+
+    def of(self, loader) -> int:
+        with self._lock:
+            return self._slots.setdefault(loader, len(self._slots))
+
+
+class DataLoaderWorkerInstrumentor(BaseInstrumentor):
+    _original = None
+    _watch = None
+
+    def instrumentation_dependencies(self) -> Collection[str]:
+        return ("torch >= 2.1",)
+
+    def _instrument(self, **kwargs: Any) -> None:
+        """Keyword argument `settings` (tests); the environment's otherwise."""
+        settings = kwargs.get("settings") or load_settings()
+        if not settings.dataloader_workers:
+            return
+        self._settings = settings
+        self._slots = _LoaderSlots()
+        self._watch = when_imported("torch", self._patch)
+
+    def _worker_telemetry(self, loader) -> WorkerTelemetry | None:
+        role = current_role()
+        if loader.num_workers == 0 or (role is not None and not role.reports):
+            return None  # no workers, or a child's loader: its workers stay silent too
+        attributes = rank_attributes()
+        if attributes is None:  # telemetry set up in code, not by our configurator
+            attributes = {**rank_resource_attributes(self._settings),
+                          **user_resource_attributes()}
+        return WorkerTelemetry(loader.worker_init_fn, self._settings, attributes,
+                               self._slots.of(loader))
+
+    def _patch(self, torch) -> None:
+        from torch.utils.data import DataLoader
+
+        original = DataLoader._get_iterator
+        self._original = original
+        instrumentor = self
+
+        def _get_iterator(loader):
+            wrapper = instrumentor._worker_telemetry(loader)
+            if wrapper is None:
+                return original(loader)
+            # Only while the iterator starts its workers: the loader keeps the user's function.
+            loader.worker_init_fn = wrapper
+            try:
+                return original(loader)
+            finally:
+                loader.worker_init_fn = wrapper.user_init
+
+        DataLoader._get_iterator = _get_iterator
+
+    def _uninstrument(self, **kwargs: Any) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
+            self._watch = None
+        if self._original is not None:
+            from torch.utils.data import DataLoader
+
+            DataLoader._get_iterator = self._original
+            self._original = None
