@@ -15,6 +15,8 @@ import sys
 from yeto_otel.census import (ALLOCATOR_STATS, CENSUS, CENSUS_ERRORS, CensusMetric, Source,
                               gauge_flag_key)
 from yeto_otel.names import LOAD_MODE_ATTRIBUTE, RESUME_METRICS, SPANS, prometheus_name_of
+from yeto_otel.otel import (LOCAL_RANK_ATTRIBUTE, RANK_ATTRIBUTE, ROLE_ATTRIBUTE,
+                            WORKER_ID_ATTRIBUTE, WORLD_SIZE_ATTRIBUTE, Role)
 from yeto_otel.settings import OTEL_DEFAULTS, SETTINGS
 
 from .generated_files import sync_generated
@@ -59,9 +61,14 @@ Instrument types follow what each number is:
   a rate).
 
 Resource attributes identify the rank: `service.instance.id` (`<host>/rank-<RANK>`, or
-`<host>/pid-<pid>` without `RANK`), `host.name`, and `yeto.rank`, `yeto.local_rank`,
-`yeto.world_size` when the launcher sets `RANK`, `LOCAL_RANK`, `WORLD_SIZE`.
-`OTEL_RESOURCE_ATTRIBUTES` adds the user's own and overrides ours.
+`<host>/pid-<pid>` without `RANK`), `host.name`, and `{RANK_ATTRIBUTE}`, `{LOCAL_RANK_ATTRIBUTE}`,
+`{WORLD_SIZE_ATTRIBUTE}` when the launcher sets `RANK`, `LOCAL_RANK`, `WORLD_SIZE`.
+`{ROLE_ATTRIBUTE}` says what kind of process reports: `{Role.RANK.value}`, `{Role.PROCESS.value}`
+(no `RANK`) or `{Role.DATALOADER_WORKER.value}`: a DataLoader worker reports only the process
+metrics below (and `yeto.census.errors`) as `<rank id>/worker-<K>`, with `{WORKER_ID_ATTRIBUTE}`
+= K; a worker's RSS and anonymous memory count pages it shares with its rank, so never add
+them to the rank's (docs/processes.md). `OTEL_RESOURCE_ATTRIBUTES` adds the user's own and
+overrides ours.
 
 """
 
@@ -241,7 +248,9 @@ def spans_md() -> str:
 {_GENERATED}
 
 Resource attributes are those of the census (see metrics.md): each rank's spans carry its
-`service.instance.id`, `host.name` and `yeto.rank` / `yeto.local_rank` / `yeto.world_size`.
+`service.instance.id`, `host.name`, `{ROLE_ATTRIBUTE}` and `{RANK_ATTRIBUTE}` /
+`{LOCAL_RANK_ATTRIBUTE}` / `{WORLD_SIZE_ATTRIBUTE}`; a `torch.load` in a DataLoader worker's
+`__getitem__` is the worker's span, under its identity `<rank id>/worker-<K>`.
 
 {body}
 """

@@ -171,3 +171,25 @@ def test_junk_allocator_value_is_skipped_not_exported(bad):
     assert "yeto.host_allocator.active_bytes.current" not in metrics
     assert "yeto.host_allocator.active_bytes.peak" in metrics
     assert census.reader.ledger.counts()["allocator"] == 1
+
+
+def test_a_forked_child_observes_nothing():
+    """A forked child inherits the census with the SDK; its memory is not the rank's, so its
+    copy observes nothing and reads no file."""
+    from forked import in_fork
+
+    box = HostAllocatorStandIn(HostAllocatorStandIn.full_stats(freed=1))
+    _, (reader,), census = census_on_sdk(allocator=box.source())
+    assert "yeto.process.memory.rss" in collected(reader)
+
+    def child():
+        reads_before = sum(pf.reads for pf in census.reader.proc_files.values())
+        names = set(collected(reader))
+        reads_after = sum(pf.reads for pf in census.reader.proc_files.values())
+        return names, reads_after - reads_before, box.calls
+
+    calls_before = box.calls
+    names, reads, calls = in_fork(child)
+    assert not any(n.startswith("yeto.") for n in names)
+    assert reads == 0 and calls == calls_before
+    assert "yeto.process.memory.rss" in collected(reader)  # the owner still observes

@@ -149,3 +149,13 @@ def test_watched_package_keeps_its_loaders_abilities(tmp_path, monkeypatch):
     finally:
         watch.cancel()
         sys.modules.pop(name, None)
+
+
+def test_several_watches_on_one_module_all_fire_once(fresh_module):
+    """Each instrumentor watches torch: every watch fires after the one import."""
+    seen = []
+    first = when_imported(fresh_module, lambda m: seen.append("first"))
+    second = when_imported(fresh_module, lambda m: seen.append("second"))
+    importlib.import_module(fresh_module)
+    assert sorted(seen) == ["first", "second"]
+    assert first not in sys.meta_path and second not in sys.meta_path
