@@ -19,25 +19,29 @@ from opentelemetry.sdk.resources import HOST_NAME, SERVICE_NAME
 from yeto_otel.census import ERROR_SOURCE_ATTRIBUTE, CensusMetric
 from yeto_otel.names import (LOAD_MODE_ATTRIBUTE, ResumeMetric, prometheus_label,
                              prometheus_name_of)
-from yeto_otel.otel import RANK_ATTRIBUTE
+from yeto_otel.otel import RANK_ATTRIBUTE, ROLE_ATTRIBUTE, WORKER_ID_ATTRIBUTE, Role
 
 RULE_DIR = Path(__file__).resolve().parents[1] / "alerts"
 
 # --- Attributes and their labels -------------------------------------------------------------
 
-# Resource attributes: a rank sets host.name and yeto.rank (yeto_otel.otel), service.name is
-# the trainer's own, the agent inserts yeto.cluster (collector/agent.yaml, so spelled here).
+# Resource attributes: a rank sets host.name, yeto.rank and yeto.process.role (yeto_otel.otel),
+# a DataLoader worker its rank's and yeto.dataloader.worker_id, service.name is the trainer's
+# own, the agent inserts yeto.cluster (collector/agent.yaml, so spelled here).
 HOST_NAME_ATTRIBUTE = HOST_NAME
 SERVICE_NAME_ATTRIBUTE = SERVICE_NAME
 CLUSTER_ATTRIBUTE = "yeto.cluster"
 
 HOST = prometheus_label(HOST_NAME_ATTRIBUTE)
 RANK = prometheus_label(RANK_ATTRIBUTE)
+ROLE = prometheus_label(ROLE_ATTRIBUTE)
+WORKER_ID = prometheus_label(WORKER_ID_ATTRIBUTE)
 CLUSTER = prometheus_label(CLUSTER_ATTRIBUTE)
 SOURCE = prometheus_label(ERROR_SOURCE_ATTRIBUTE)
 LOAD_MODE = prometheus_label(LOAD_MODE_ATTRIBUTE)
 # Prometheus' own labels: `instance` is service.instance.id (<host>/rank-<RANK>, stable across
-# restarts), `job` is [service.namespace/]service.name.
+# restarts; <host>/rank-<RANK>[/loader-<L>]/worker-<K> for a DataLoader worker, <host>/pid-<pid>
+# for a plain process), `job` is [service.namespace/]service.name.
 INSTANCE = "instance"
 JOB = "job"
 
@@ -119,16 +123,36 @@ def _matchers(*labels_and_variables: tuple[str, str]) -> str:
     return ", ".join(f'{label}=~"${variable}"' for label, variable in labels_and_variables)
 
 
+# Which processes a panel reads. A DataLoader worker carries its rank's yeto_rank, and a forked
+# worker's RSS and anonymous memory count pages it still shares with its rank: it must never be
+# read as the rank, nor summed with it. Rank panels take every process but workers: ranks,
+# plain processes and series written before the role label existed (`!=` matches a missing
+# label); worker panels take workers only. Node series come from ranks only.
+WORKER_ROLE = Role.DATALOADER_WORKER.value
+NOT_A_WORKER = f'{ROLE}!="{WORKER_ROLE}"'
+WORKERS_ONLY = f'{ROLE}="{WORKER_ROLE}"'
+
 # Template-variable selectors. Rank series carry every label; node series come from local rank
-# 0 of each host only, so they are selected (and aggregated) by host, never by rank.
+# 0 of each host only, so they are selected (and aggregated) by host, never by rank. A worker
+# is selected by its rank's variables.
 NODE_SELECTOR = _matchers((CLUSTER, "cluster"), (HOST, "host"))
-RANK_SELECTOR = _matchers((CLUSTER, "cluster"), (HOST, "host"), (RANK, "rank"))
+RANK_SELECTOR = ", ".join((_matchers((CLUSTER, "cluster"), (HOST, "host"), (RANK, "rank")),
+                           NOT_A_WORKER))
+WORKER_SELECTOR = ", ".join((_matchers((CLUSTER, "cluster"), (HOST, "host"), (RANK, "rank")),
+                             WORKERS_ONLY))
 RANK_LEGEND = legend(INSTANCE)  # <host>/rank-<RANK>: names host and rank, stable across restarts
 NODE_LEGEND = legend(HOST)
+# rank R / worker K, and the instance: a rank's second loader reuses the worker ids K, and only
+# its instance (.../loader-<L>/worker-<K>) tells the two apart.
+WORKER_LEGEND = f"rank {legend(RANK)} / worker {legend(WORKER_ID)} ({legend(INSTANCE)})"
 
 
 def rank_series(metric: Metric) -> str:
     return f"{metric_name(metric)}{{{RANK_SELECTOR}}}"
+
+
+def worker_series(metric: Metric) -> str:
+    return f"{metric_name(metric)}{{{WORKER_SELECTOR}}}"
 
 
 def host_series(metric: Metric) -> str:

@@ -1,6 +1,6 @@
 """The host-memory census dashboard: gauges as values, running totals as rates, the floors and
-thresholds of the leak and exhaustion rules, census errors and the accelerator host allocator
-(docs/dashboards.md)."""
+thresholds of the leak and exhaustion rules, census errors, the accelerator host allocator, and
+the ranks' DataLoader workers apart from them (docs/dashboards.md)."""
 
 from __future__ import annotations
 
@@ -13,14 +13,15 @@ from dashboard_kit import (DASHED_REF, FLOOR_REF, FREED_REF, HOST_MEMORY_CENSUS_
                            timeseries)
 from dashboard_names import (CLUSTER, EXHAUSTION_HORIZON, FLOOR, FLOOR_RISE,
                              FLOOR_RISE_THRESHOLD, HOST, INSTANCE, NODE_LEGEND, RANK_LEGEND,
-                             SECONDS_TO_EXHAUSTION, SOURCE, alert, host_series, legend,
-                             metric_name, net_rate, node_gauge, rank_series, rate,
-                             recording_rule)
+                             SECONDS_TO_EXHAUSTION, SOURCE, WORKER_LEGEND, WORKER_SELECTOR,
+                             alert, host_series, legend, metric_name, net_rate, node_gauge,
+                             rank_series, rate, recording_rule, worker_series)
 
 THRESHOLD_LEGEND = "alert threshold"
 NODE_LEAK = alert("YetoNodeAnonPagesLeak")
 RANK_LEAK = alert("YetoRankAnonymousLeak")
 NODE_EXHAUSTION = alert("YetoNodeMemoryExhaustion")
+CENSUS_ERRORS_ALERT = alert("YetoCensusErrors")
 # The allocator metrics' common Prometheus prefix, left out where a description abbreviates.
 ALLOCATOR_METRICS = prometheus_name(ALLOCATOR_PREFIX, "", monotonic_counter=False)
 ANON_PAGES, MEM_AVAILABLE = NODE_ANON_PAGES.field, NODE_AVAILABLE.field  # /proc/meminfo's words
@@ -176,15 +177,53 @@ def _allocator_row(layout: Layout) -> None:
          prom(FREED_REF, rate(free), f"free {RANK_LEGEND}")]), w=12, h=8)
 
 
+def _worker_row(layout: Layout) -> None:
+    # Per worker, never summed, and never with a rank: a forked worker's RSS and anonymous
+    # memory count pages it still shares with its rank.
+    layout.row("DataLoader workers (per worker, apart from their ranks)")
+    epochs = ("A loader without persistent_workers starts new worker processes every epoch "
+              "under the same worker ids, so each line restarts low at every epoch.")
+    layout.add(series(
+        "Private dirty per worker", f"{metric_name(PRIVATE_DIRTY)} of each DataLoader worker: "
+        "what the worker owns (pages it alone maps and has written). A forked worker starts "
+        "with almost none; touching the dataset's Python objects copies their pages one by one "
+        f"(copy-on-read), which climbs here while the worker iterates. {epochs}", "bytes",
+        [prom("A", worker_series(PRIVATE_DIRTY), WORKER_LEGEND)]), w=12, h=8)
+    layout.add(series(
+        "RSS per worker", f"{metric_name(RSS)} ({RSS.field}) of each DataLoader worker. It "
+        "counts the pages the worker still shares with its rank (they are in the rank's RSS "
+        f"too): never add it to the rank's, nor to other workers'. {epochs}", "bytes",
+        [prom("A", worker_series(RSS), WORKER_LEGEND)]), w=12, h=8)
+    layout.add(series(
+        "Anonymous memory per worker", f"{metric_name(ANONYMOUS)} of each DataLoader worker: "
+        "anonymous pages it maps, including those still shared with its rank after the fork "
+        "(the gap to private dirty is about that shared part). No leak alert reads it "
+        "(docs/alerts.md, DataLoader workers).", "bytes",
+        [prom("A", worker_series(ANONYMOUS), WORKER_LEGEND)]), w=12, h=8)
+    layout.add(series(
+        "RSS high-water mark per worker", f"{metric_name(RSS_PEAK)} ({RSS_PEAK.field}) of "
+        "each DataLoader worker: it falls when a new process takes the worker id (every epoch "
+        "without persistent_workers). Not a rank restart: the restart marks ignore workers.",
+        "bytes", [prom("A", worker_series(RSS_PEAK), WORKER_LEGEND)]), w=12, h=8)
+    layout.add(series(
+        f"Worker census errors per second, by {SOURCE}",
+        f"rate({metric_name(CENSUS_ERRORS)}) of each DataLoader worker: census reads that "
+        f"failed in the worker (no alert: {CENSUS_ERRORS_ALERT} judges ranks).", "cps",
+        [prom("A", rate(CENSUS_ERRORS, WORKER_SELECTOR), f"{WORKER_LEGEND} {legend(SOURCE)}")],
+        min_zero=True), w=24, h=7)
+
+
 def host_memory_census() -> dashboard.Dashboard:
     builder = base_dashboard(
         "Host memory census", HOST_MEMORY_CENSUS_UID,
         "The per-rank host-memory census: gauges as values, running totals as rates, the floors "
-        "and alert thresholds of the leak / exhaustion rules, census errors and the accelerator "
-        "host allocator. See docs/dashboards.md.",
+        "and alert thresholds of the leak / exhaustion rules, census errors, the accelerator "
+        "host allocator, and the ranks' DataLoader workers apart from them. "
+        "See docs/dashboards.md.",
         "now-6h")
     layout = Layout(builder)
-    for row in (_process_row, _node_row, _alerts_row, _health_row, _allocator_row):
+    for row in (_process_row, _node_row, _alerts_row, _health_row, _allocator_row,
+                _worker_row):
         row(layout)
     layout.finish()
     return builder

@@ -1,5 +1,6 @@
 """The Prometheus rules in collector/alerts: promtool accepts them, their unit tests pass, every
-alert is documented in docs/alerts.md, and the thresholds have one value everywhere."""
+alert is documented in docs/alerts.md, the thresholds have one value everywhere, and the rank
+rules never judge a DataLoader worker (which carries its rank's yeto_rank)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from yeto_otel.names import prometheus_label
+from yeto_otel.otel import ROLE_ATTRIBUTE, WORKER_ID_ATTRIBUTE, Role
+
+from dashboard_testkit import load, names
 
 ROOT = Path(__file__).resolve().parents[2]
 ALERTS_DIR = ROOT / "collector" / "alerts"
@@ -199,3 +205,66 @@ def test_thresholds_have_one_value_everywhere():
     assert f"| {horizon / 3600:g}h |" in runbook and f"{horizon:.0f} ({horizon / 3600:g}h)" in runbook
     generator = "".join(path.read_text() for path in sorted(TESTS_DIR.glob("*.py")))
     assert f'THRESHOLD = "{_humanize1024(threshold)}B"' in generator
+
+
+# --- DataLoader workers ------------------------------------------------------------------------
+ROLE = prometheus_label(ROLE_ATTRIBUTE)
+WORKER = Role.DATALOADER_WORKER.value
+
+
+def test_rank_rules_read_every_process_but_workers():
+    per_process = names.per_process_metrics()
+    reads = 0
+    for rule in all_rules():
+        name = rule.get("alert") or rule.get("record")
+        expr = rule["expr"]
+        assert not names.role_problems(name, expr, per_process)
+        for metric in names.metric_names(expr) & per_process:
+            for selector in names.metric_selectors(expr, metric):
+                reads += 1
+                # `!=`: ranks, plain processes and series older than the label; no rule
+                # selects workers (docs/alerts.md, "DataLoader workers": no worker alert).
+                assert (ROLE, "!=", WORKER) in names.matchers(selector), (name, selector)
+    assert reads >= 3  # the rank floor (twice) and the census errors
+    # The rank rules' outputs carry no role label: one floor per instance.
+    for rule in all_rules():
+        if rule.get("record", "").startswith("instance:") and "max by" in rule["expr"]:
+            assert ROLE not in re.search(r"max by \(([^)]*)\)", rule["expr"]).group(1)
+
+
+def _input_series() -> list[dict[str, str]]:
+    labels = []
+    for path in TEST_FILES:
+        for test in load_yaml(path)["tests"]:
+            for item in test.get("input_series", []):
+                labels.append(dict(re.findall(r'(\w+)="([^"]*)"', item["series"])))
+    return labels
+
+
+def test_unit_tests_put_workers_beside_their_ranks_and_keep_older_series():
+    series = _input_series()
+    worker_rank = {(s["host_name"], s["yeto_rank"]) for s in series if s.get(ROLE) == WORKER}
+    rank_of = {(s["host_name"], s["yeto_rank"]) for s in series
+               if "yeto_rank" in s and s.get(ROLE, Role.RANK.value) == Role.RANK.value}
+    # Workers with the same yeto_rank as a rank in the same test data, with their worker id.
+    assert worker_rank and worker_rank <= rank_of
+    assert all(prometheus_label(WORKER_ID_ATTRIBUTE) in s for s in series if s.get(ROLE) == WORKER)
+    assert all("/worker-" in s["instance"] for s in series if s.get(ROLE) == WORKER)
+    # Ranks with the label, ranks without it (older versions) and plain processes.
+    assert any(s.get(ROLE) == Role.RANK.value for s in series)
+    assert any("yeto_rank" in s and ROLE not in s for s in series)
+    assert any(s.get(ROLE) == Role.PROCESS.value and "yeto_rank" not in s for s in series)
+
+
+def test_scenario_labels_are_the_products(monkeypatch):
+    monkeypatch.syspath_prepend(str(TESTS_DIR))
+    kit = load(TESTS_DIR / "scenario_kit.py", "yeto_alert_scenario_kit")
+    assert (kit.ROLE, kit.WORKER_ID) == (ROLE, prometheus_label(WORKER_ID_ATTRIBUTE))
+    assert (kit.RANK_ROLE, kit.PROCESS_ROLE, kit.WORKER_ROLE) == (
+        Role.RANK.value, Role.PROCESS.value, WORKER)
+
+
+def test_runbook_explains_workers():
+    runbook = RUNBOOK.read_text()
+    assert "dataloader-workers" in github_anchors(runbook)
+    assert f'{ROLE}!="{WORKER}"' in runbook and f'{ROLE}="{WORKER}"' in runbook

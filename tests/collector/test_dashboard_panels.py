@@ -199,3 +199,76 @@ def test_island_shows_bytes_and_memory_around_the_restart(island):
         assert panel["type"] == "timeseries"
         # In an open row: the memory panels are there when the dashboard loads.
         assert panel in island["panels"]
+
+
+# --- Ranks and their DataLoader workers ------------------------------------------------------
+
+WORKERS_ROW = "DataLoader workers"
+
+
+def _roles(expr: str) -> set[tuple[str, str]]:
+    """The yeto_process_role matchers of every selector in `expr`."""
+    return {(op, value) for block in re.findall(r"\{([^{}]*)\}", expr)
+            for label, op, value in names.matchers(block) if label == names.ROLE}
+
+
+def _row_title_of(dashboard: dict, panel: dict) -> str:
+    title = ""
+    for item in dashboard["panels"]:  # open rows: panels follow their row at the top level
+        if item["type"] == "row":
+            title = item["title"]
+            if any(p["id"] == panel["id"] for p in item.get("panels", [])):
+                return title
+        elif item["id"] == panel["id"]:
+            return title
+    raise AssertionError(f"{panel['title']!r} is in no row")
+
+
+def test_rank_panels_exclude_workers_and_worker_panels_select_only_workers(dashboards):
+    worker_targets = 0
+    for name, dashboard in dashboards.items():
+        for panel, target in prometheus_targets(dashboard):
+            expr, where = target["expr"], f"{name}: {panel['title']!r} {target['refId']}"
+            roles = _roles(expr)
+            # Never a rank and its workers in one expression: nothing sums across roles.
+            assert len(roles) <= 1, f"{where} mixes roles {roles}"
+            if "yeto_rank=~" in expr:  # selected by $rank: a rank panel or a worker panel
+                assert roles in ({names.NOT_A_WORKER}, {names.WORKERS_ONLY}), where
+            in_worker_row = WORKERS_ROW in _row_title_of(dashboard, panel)
+            if roles == {names.WORKERS_ONLY}:
+                worker_targets += 1
+                assert in_worker_row, f"{where} reads workers outside the {WORKERS_ROW} row"
+                legend = target["legendFormat"]
+                assert "rank {{yeto_rank}} / worker {{yeto_dataloader_worker_id}}" in legend, where
+                assert "{{instance}}" in legend, f"{where}: a second loader reuses worker ids"
+                # Per worker: no aggregation (and so no sum with anything else).
+                assert not re.search(r"\b(sum|max|min|avg|count|topk)\b", expr), where
+            else:
+                assert not in_worker_row, f"{where} in the {WORKERS_ROW} row reads no worker"
+    assert worker_targets >= 2
+
+
+def test_census_has_a_dataloader_workers_row(census, island):
+    rows = [p["title"] for p in census["panels"] if p["type"] == "row"]
+    assert [title for title in rows if WORKERS_ROW in title], rows
+    shown = {metric for panel, target in prometheus_targets(census)
+             if _roles(target["expr"]) == {names.WORKERS_ONLY}
+             for metric in names.metric_names(target["expr"])}
+    # What a worker owns (copy-on-read growth) and its RSS, at least.
+    assert {"yeto_process_memory_private_dirty_bytes", "yeto_process_memory_rss_bytes"} <= shown
+    # The worker panels take the rank's filters.
+    for panel, target in prometheus_targets(census):
+        if _roles(target["expr"]) == {names.WORKERS_ONLY}:
+            for variable in ("$cluster", "$host", "$rank"):
+                assert variable in target["expr"], (panel["title"], variable)
+    assert not [t for _, t in prometheus_targets(island)
+                if _roles(t["expr"]) == {names.WORKERS_ONLY}]
+
+
+def test_restart_marks_ignore_workers(dashboards):
+    # A worker's VmHWM falls at every epoch (a new process without persistent_workers): it
+    # must not mark a rank restart.
+    for name, dashboard in dashboards.items():
+        for annotation in dashboard["annotations"]["list"]:
+            if annotation["datasource"]["type"] == "prometheus":
+                assert _roles(annotation["expr"]) == {names.NOT_A_WORKER}, name

@@ -16,6 +16,7 @@ import pytest
 
 from yeto_otel.census import ANONYMOUS, CENSUS, CENSUS_ERRORS, NODE_AVAILABLE
 from yeto_otel.names import RESUME_METRICS, SPANS, prometheus_label, prometheus_name_of
+from yeto_otel.otel import ROLE_ATTRIBUTE, WORKER_ID_ATTRIBUTE, Role
 
 from dashboard_testkit import DASHBOARD_DIR, FIX, UIDS, load, names, panels, variables
 
@@ -53,12 +54,15 @@ def test_generator_output_is_deterministic(generator):
 # The labels of the resource attributes ranks and agents set (src/yeto_otel/otel/_resource.py,
 # collector/agent.yaml): the generator translates the attribute names, never spells a label.
 RESOURCE_LABELS = {"host_name", "yeto_rank", "yeto_local_rank", "yeto_world_size", "yeto_cluster"}
+# The process role and the worker id: attribute, label, and the role value the panels compare.
+ROLE_NAMES = {ROLE_ATTRIBUTE, WORKER_ID_ATTRIBUTE, prometheus_label(ROLE_ATTRIBUTE),
+              prometheus_label(WORKER_ID_ATTRIBUTE), Role.DATALOADER_WORKER.value}
 
 
 def _table_names() -> set[str]:
     """Every metric (OpenTelemetry and Prometheus), span, attribute and attribute label name the
     tables define; a recording rule's name contains its metric's Prometheus name."""
-    found = set(RESOURCE_LABELS)
+    found = set(RESOURCE_LABELS) | ROLE_NAMES
     for row in (*CENSUS, CENSUS_ERRORS, *RESUME_METRICS):
         found |= {row.name, prometheus_name_of(row)}
     for span in SPANS:
@@ -92,6 +96,8 @@ def test_the_generator_takes_every_name_from_the_tables():
         ["line 1: host_name", "line 1: yeto_node_memory_available_bytes"]
     assert spelled_names('t = "span.yeto.anchors.load_mode"', table) == \
         ["line 1: yeto.anchors.load_mode"]
+    assert spelled_names("""w = 'yeto_process_role!="dataloader_worker"'""", table) == \
+        ["line 1: yeto_process_role", "line 1: dataloader_worker"]
     modules = sorted(DASHBOARD_DIR.glob("*.py"))
     assert len(modules) > 1
     for path in modules:
@@ -108,6 +114,22 @@ def test_recording_rule_names_are_derived_and_checked_against_the_rule_files():
         rules.recording_rule(ANONYMOUS, "min30m")
     with pytest.raises(LookupError, match="no alert"):
         rules.alert("YetoRankAnonymousLeek")
+
+
+def test_role_selectors_are_built_from_the_attribute_constants():
+    built = load(DASHBOARD_DIR / "dashboard_names.py", "yeto_dashboard_names")
+    role, worker = prometheus_label(ROLE_ATTRIBUTE), Role.DATALOADER_WORKER.value
+    assert (built.ROLE, built.WORKER_ID) == (role, prometheus_label(WORKER_ID_ATTRIBUTE))
+    assert (role, built.WORKER_ID) == ("yeto_process_role", "yeto_dataloader_worker_id")
+    # Ranks: everything but workers (so plain processes and series older than the label too).
+    assert built.NOT_A_WORKER == f'{role}!="{worker}"'
+    assert built.WORKERS_ONLY == f'{role}="{worker}"'
+    assert built.RANK_SELECTOR.endswith(built.NOT_A_WORKER)
+    assert built.WORKER_SELECTOR.endswith(built.WORKERS_ONLY)
+    assert built.RANK_SELECTOR.replace(built.NOT_A_WORKER, "") == \
+        built.WORKER_SELECTOR.replace(built.WORKERS_ONLY, "")  # the same $rank filters
+    assert built.rank_series(ANONYMOUS).endswith(f"{{{built.RANK_SELECTOR}}}")
+    assert built.worker_series(ANONYMOUS).endswith(f"{{{built.WORKER_SELECTOR}}}")
 
 
 # --- Valid, importable dashboards --------------------------------------------------------------

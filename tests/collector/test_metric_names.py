@@ -8,6 +8,11 @@ would leave a panel or an alert silently empty, so each name in each PromQL expr
   (`yeto_otel.prometheus_names.exported_metric_names()`), or such a histogram's
   `_bucket` / `_sum` / `_count` series;
 - or, when it has a colon, a recording rule defined in collector/alerts/*.yml.
+
+Every label they select, group or print by is one the product or the agent sets (resource
+attribute labels come from the attribute constants through `prometheus_label`), and every read
+of a per-process census metric says which processes it means (`yeto_process_role`): a
+DataLoader worker carries its rank's yeto_rank but must never be read as (or summed with) it.
 """
 
 from __future__ import annotations
@@ -21,7 +26,13 @@ import pytest
 import yaml
 
 from yeto_otel import census as census_table, names as resume_metric_table
-from yeto_otel.names import exported_metric_names, prometheus_name
+from yeto_otel.names import exported_metric_names, prometheus_name, prometheus_name_of
+from yeto_otel.otel import Role
+
+# Labels, selectors and the process role (names.ROLE, names.matchers... for the other tests).
+from promql_labels import (AGENT_ATTRIBUTES, KNOWN_LABELS, NOT_A_WORKER, ROLE,  # noqa: F401
+                           WORKER, WORKER_ID, WORKERS_ONLY, label_names, matchers,
+                           metric_selectors, printed_labels)
 
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD_DIR = ROOT / "collector" / "dashboards"
@@ -110,6 +121,28 @@ def read_rules(text: str) -> list[tuple[str, str, str]]:
 
 
 # --- What the product exports and what the collector queries --------------------------------
+
+
+def per_process_metrics() -> set[str]:
+    """Exported metrics a process reports about itself (ranks, processes and workers alike):
+    all but the node gauges, which come from one rank per host."""
+    node = {prometheus_name_of(row) for row in census_table.CENSUS if row.node}
+    return set(exported_metric_names()) - node
+
+
+def role_problems(where: str, expr: str, per_process: set[str]) -> list[str]:
+    """Reads of a per-process metric that do not say which processes they mean: each must hold
+    exactly one yeto_process_role matcher, != or = dataloader_worker."""
+    problems = []
+    for metric in sorted(metric_names(expr) & per_process):
+        for selector in metric_selectors(expr, metric):
+            roles = [(op, value) for label, op, value in matchers(selector or "")
+                     if label == ROLE]
+            if roles not in ([NOT_A_WORKER], [WORKERS_ONLY]):
+                problems.append(f"{where}: {metric} read with role matchers {roles}; want "
+                                f'{ROLE}!="{WORKER}" (ranks) or {ROLE}="{WORKER}" (workers)')
+    return problems
+
 
 
 def _histogram_names() -> set[str]:
@@ -266,3 +299,78 @@ def test_every_exported_metric_has_a_panel():
     missing = sorted(set(exported_metric_names()) - shown)
     assert not missing, ("exported but on no dashboard (add a panel in "
                          f"collector/dashboards/generate.py): {missing}")
+
+
+# --- Labels and roles ------------------------------------------------------------------------
+
+
+def test_role_labels_come_from_the_attribute_constants():
+    assert (ROLE, WORKER_ID, WORKER) == ("yeto_process_role", "yeto_dataloader_worker_id",
+                                         "dataloader_worker")
+    assert {ROLE, WORKER_ID} <= KNOWN_LABELS
+    agent = (ROOT / "collector" / "agent.yaml").read_text(encoding="utf-8")
+    assert all(attribute in agent for attribute in AGENT_ATTRIBUTES)
+    assert '"yeto.*"' in agent  # kept as labels: yeto.process.role, yeto.dataloader.worker_id
+
+
+@pytest.mark.parametrize("expr, labels", [
+    ('sum by (yeto_cluster, instance) (rate(a_total{yeto_process_role!="x", b=~"$v"}[5m]))',
+     {"yeto_cluster", "instance", "yeto_process_role", "b"}),
+    ('a / on (instance) group_left (yeto_rank) b{c="d"}', {"instance", "yeto_rank", "c"}),
+])
+def test_label_names_finds_selected_and_grouped_labels(expr, labels):
+    assert label_names(expr) == labels
+
+
+def _labelled_texts() -> list[tuple[str, set[str]]]:
+    """(where, labels used) of every expression, legend, annotation and alert template."""
+    found = [(where, label_names(expr)) for where, expr, _ in queried_expressions()]
+    for name, dashboard in load_dashboards().items():
+        found += [(f"{name}: {panel.get('title')!r} legend",
+                   printed_labels(target.get("legendFormat", "")))
+                  for panel in walk_panels(dashboard.get("panels", []))
+                  for target in panel.get("targets", [])]
+        found += [(f"{name}: annotation", printed_labels(a.get("textFormat", ""))
+                   | set(filter(None, a.get("tagKeys", "").split(","))))
+                  for a in dashboard.get("annotations", {}).get("list", [])]
+    for path in rule_files():
+        found += [(f"{path.name}: {rule.get('alert') or rule.get('record')}",
+                   printed_labels(" ".join((rule.get("annotations") or {}).values())))
+                  for group in yaml.safe_load(path.read_text(encoding="utf-8"))["groups"]
+                  for rule in group["rules"]]
+    return found
+
+
+def test_every_label_used_is_one_the_product_or_the_agent_sets():
+    texts = _labelled_texts()
+    used = set().union(*(labels for _, labels in texts))
+    assert {ROLE, WORKER_ID, "yeto_rank", "source"} <= used
+    problems = [f"{where}: unknown label {label}" for where, labels in texts
+                for label in sorted(labels - KNOWN_LABELS)]
+    assert not problems, "\n".join(problems)
+
+
+def test_every_read_of_a_per_process_metric_states_a_role():
+    # Variable queries only list label values, which workers share with their ranks.
+    per_process = per_process_metrics()
+    assert {"yeto_process_memory_private_dirty_bytes", "yeto_census_errors_total",
+            "yeto_resume_anchors_bytes_mapped"} <= per_process
+    assert "yeto_node_memory_available_bytes" not in per_process
+    problems = [problem for where, expr, variable in queried_expressions() if not variable
+                for problem in role_problems(where, expr, per_process)]
+    assert not problems, "\n".join(problems)
+
+
+def test_the_role_check_catches_a_forgotten_or_wrong_selector():
+    per_process = per_process_metrics()
+    rank_query = next(expr for where, expr, _ in queried_expressions()
+                      if where.startswith("host-memory-census.json: panel 'RSS' "))
+    assert role_problems("ok", rank_query, per_process) == []
+    forgotten = rank_query.replace(f', {ROLE}!="{WORKER}"', "")
+    assert forgotten != rank_query
+    ranks_only = rank_query.replace(f'{ROLE}!="{WORKER}"', f'{ROLE}="{Role.RANK.value}"')
+    problems = [p for where, expr in (("forgotten", forgotten), ("bare", "rate(yeto_census_"
+                                      "errors_total[5m]) > 0"), ("ranks only", ranks_only))
+                for p in role_problems(where, expr, per_process)]
+    assert [p.split(":")[0] for p in problems] == ["forgotten", "bare", "ranks only"]
+    assert "want yeto_process_role!=" in problems[0]

@@ -6,8 +6,8 @@
 
 A sawtooth sampled every minute for hours is hundreds of values, one `a+bxn` run per tooth:
 too many to write by hand. The scenarios are declared minute by minute in the modules beside
-this script (scenarios_node.py, scenarios_rank.py, scenarios_exhaustion.py, made of
-scenario_kit.py's shapes) and written by promtool_format.py in promtool's expanding notation
+this script (scenarios_node.py, scenarios_rank.py, scenarios_workers.py,
+scenarios_exhaustion.py, made of scenario_kit.py's shapes) and written by promtool_format.py in promtool's expanding notation
 (`a+bxn` is n+1 values, `_xn` is n missing samples, `stale` a staleness marker). The YAML is
 committed; a test fails when it differs from what this writes. Standard library only.
 
@@ -32,6 +32,7 @@ from promtool_format import render_file  # noqa: E402
 from scenarios_exhaustion import exhaustion_cases  # noqa: E402
 from scenarios_node import node_cases  # noqa: E402
 from scenarios_rank import rank_cases  # noqa: E402
+from scenarios_workers import worker_cases  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,6 +44,9 @@ def main(argv: list[str] | None = None) -> int:
             "YetoNodeAnonPagesLeak and the node AnonPages floors.", node_cases()),
         "rank_anonymous_test.yml": render_file(
             "YetoRankAnonymousLeak and the rank anonymous-memory floors.", rank_cases()),
+        "dataloader_workers_test.yml": render_file(
+            "YetoRankAnonymousLeak and the rank floors beside DataLoader workers.",
+            worker_cases()),
         "node_exhaustion_test.yml": render_file(
             "YetoNodeMemoryExhaustion and MemAvailable's floor trend.", exhaustion_cases()),
     }

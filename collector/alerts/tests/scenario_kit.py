@@ -1,5 +1,6 @@
-"""What the scenarios are made of: the labels a rank's series carry, memory shapes (a
-sawtooth, a restart, gaps), node gauges, and the labels the rules give their alerts.
+"""What the scenarios are made of: the labels a rank's (a worker's, a plain process's) series
+carry, memory shapes (a sawtooth, a restart, gaps), node gauges, and the labels the rules give
+their alerts.
 
 Magnitudes are those of a large trainer host (see generate.py); one value a minute.
 """
@@ -18,15 +19,43 @@ JOB = "yeto/trainer"
 ENV = "prod"
 WORLD = 16
 THRESHOLD = "10MiB"  # yeto:floor_rise_threshold:bytes, as humanize1024 prints it
+# yeto.process.role and yeto.dataloader.worker_id as labels, and the role values
+# (yeto_otel.otel: ROLE_ATTRIBUTE, WORKER_ID_ATTRIBUTE, Role; tests/collector checks they agree).
+ROLE = "yeto_process_role"
+WORKER_ID = "yeto_dataloader_worker_id"
+RANK_ROLE, PROCESS_ROLE, WORKER_ROLE = "rank", "process", "dataloader_worker"
 
 
 # --- series ------------------------------------------------------------------------------------
-def rank_labels(host: str, rank: int, local_rank: int) -> dict[str, str]:
-    """The labels the agent's remote write gives a rank's census series."""
+def rank_labels(host: str, rank: int, local_rank: int,
+                role: str | None = None) -> dict[str, str]:
+    """The labels the agent's remote write gives a rank's census series; without `role`, as
+    versions before the role label wrote them."""
+    labels = {"deployment_environment_name": ENV, "host_name": host,
+              "instance": f"{host}/rank-{rank}", "job": JOB, "yeto_cluster": CLUSTER,
+              "yeto_local_rank": str(local_rank), "yeto_rank": str(rank),
+              "yeto_world_size": str(WORLD)}
+    if role is not None:
+        labels[ROLE] = role
+    return labels
+
+
+def worker_labels(host: str, rank: int, local_rank: int, worker: int,
+                  loader: int = 0) -> dict[str, str]:
+    """A DataLoader worker of a rank: the rank's labels (the same yeto_rank), its own instance
+    (`<rank>/worker-K`, `<rank>/loader-L/worker-K` for the rank's second loader on)."""
+    labels = rank_labels(host, rank, local_rank, WORKER_ROLE)
+    loader_part = f"/loader-{loader}" if loader else ""
+    labels["instance"] += f"{loader_part}/worker-{worker}"
+    labels[WORKER_ID] = str(worker)
+    return labels
+
+
+def process_labels(host: str, pid: int) -> dict[str, str]:
+    """A plain process (no RANK): `<host>/pid-<pid>`, no rank labels."""
     return {"deployment_environment_name": ENV, "host_name": host,
-            "instance": f"{host}/rank-{rank}", "job": JOB, "yeto_cluster": CLUSTER,
-            "yeto_local_rank": str(local_rank), "yeto_rank": str(rank),
-            "yeto_world_size": str(WORLD)}
+            "instance": f"{host}/pid-{pid}", "job": JOB, "yeto_cluster": CLUSTER,
+            ROLE: PROCESS_ROLE}
 
 
 def sawtooth(trough: int, climb: int, period: int, *, phase: int = 0, leak: int = 0,
@@ -96,6 +125,11 @@ def node_labels(host: str) -> dict[str, str]:
 def rank_alert_labels(host: str, rank: int) -> dict[str, str]:
     return {"host_name": host, "instance": f"{host}/rank-{rank}", "job": JOB,
             "yeto_cluster": CLUSTER, "yeto_rank": str(rank)}
+
+
+def process_alert_labels(host: str, pid: int) -> dict[str, str]:
+    return {"host_name": host, "instance": f"{host}/pid-{pid}", "job": JOB,
+            "yeto_cluster": CLUSTER}
 
 
 # --- node gauges -------------------------------------------------------------------------------

@@ -1,0 +1,58 @@
+"""Labels in the PromQL, legends and alert templates of the dashboards and rules: which labels
+exist (resource attribute labels come from the attribute constants through `prometheus_label`),
+the process role a selector states, and readers of selectors, groupings and templates."""
+
+from __future__ import annotations
+
+import re
+
+from opentelemetry.sdk.resources import HOST_NAME
+
+from yeto_otel.census import ERROR_SOURCE_ATTRIBUTE
+from yeto_otel.names import LOAD_MODE_ATTRIBUTE, prometheus_label
+from yeto_otel.otel import (LOCAL_RANK_ATTRIBUTE, RANK_ATTRIBUTE, ROLE_ATTRIBUTE,
+                            WORKER_ID_ATTRIBUTE, WORLD_SIZE_ATTRIBUTE, Role)
+
+ROLE = prometheus_label(ROLE_ATTRIBUTE)
+WORKER_ID = prometheus_label(WORKER_ID_ATTRIBUTE)
+WORKER = Role.DATALOADER_WORKER.value
+NOT_A_WORKER = ("!=", WORKER)  # ranks, plain processes, and series older than the role label
+WORKERS_ONLY = ("=", WORKER)
+# Resource attributes the agent inserts or keeps (collector/agent.yaml), and Prometheus' own.
+AGENT_ATTRIBUTES = ("yeto.cluster", "deployment.environment.name")
+PROMETHEUS_LABELS = {"instance", "job", "le"}
+KNOWN_LABELS = PROMETHEUS_LABELS | {prometheus_label(attribute) for attribute in (
+    HOST_NAME, RANK_ATTRIBUTE, LOCAL_RANK_ATTRIBUTE, WORLD_SIZE_ATTRIBUTE, ROLE_ATTRIBUTE,
+    WORKER_ID_ATTRIBUTE, ERROR_SOURCE_ATTRIBUTE, LOAD_MODE_ATTRIBUTE, *AGENT_ATTRIBUTES)}
+
+_MATCHER = re.compile(r'([A-Za-z_]\w*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"')
+_GROUPING = re.compile(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\(([^()]*)\)",
+                       re.IGNORECASE)
+
+
+def matchers(selector: str) -> list[tuple[str, str, str]]:
+    """(label, operator, value) of each matcher in a `{...}` selector's text."""
+    return _MATCHER.findall(selector)
+
+
+def label_names(expr: str) -> set[str]:
+    """Labels an expression selects by (`{a="x"}`) or groups by (`by (a, b)`, `on (a)`...)."""
+    found = {label for block in re.findall(r"\{([^{}]*)\}", expr)
+             for label, _, _ in matchers(block)}
+    for group in _GROUPING.findall(expr):
+        found |= set(re.findall(r"[A-Za-z_]\w*", group))
+    return found
+
+
+def printed_labels(template: str) -> set[str]:
+    """Labels a Grafana legend prints (`{{label}}`), or an alert template (`$labels.label`,
+    where `{{ end }}` and the like are template actions, not labels)."""
+    if "$labels" in template:
+        return set(re.findall(r"\$labels\.([A-Za-z_]\w*)", template))
+    return set(re.findall(r"\{\{\s*([A-Za-z_]\w*)\s*\}\}", template))
+
+
+def metric_selectors(expr: str, metric: str) -> list[str | None]:
+    """The `{...}` text after each occurrence of `metric` in `expr` (None: a bare name)."""
+    pattern = re.compile(rf"(?<![\w:]){re.escape(metric)}(?![\w:])\s*(\{{[^{{}}]*\}})?")
+    return [match.group(1) for match in pattern.finditer(expr)]
