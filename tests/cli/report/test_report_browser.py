@@ -1,6 +1,7 @@
 """The report page, opened offline in headless Chromium (Debian's `chromium`, driven by
 Playwright for Python; no browser download): no script errors, every chart drawn, and a
-full-page screenshot kept as a test artifact in test-artifacts/report.png.
+full-page screenshot kept as a test artifact in test-artifacts/report.png (and, for the job
+with DataLoader workers and a restart, test-artifacts/report-workers.png).
 
 Outside CI a missing chromium or playwright skips with how to install it; in CI (CI=true)
 it fails.
@@ -25,6 +26,9 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
                  "--disable-component-update", "--disable-sync"]
 EXPECTED_CHARTS = ["census-process", "census-allocator", "census-rates", "census-node",
                    "restart-bytes", "steplog-memory"]
+WORKERS_FIXTURE = FIXTURE_ROOT / "telemetry-workers"
+WORKER_CHARTS = ["census-process", "dataloader-workers", "census-rates", "census-node",
+                 "restart-bytes", "steplog-memory"]
 
 
 def _missing(what: str) -> None:
@@ -41,19 +45,28 @@ def _chromium() -> str:
     raise AssertionError("unreachable")
 
 
-@pytest.fixture(scope="module")
-def page_file(tmp_path_factory) -> Path:
+def _report(tmp_path_factory, fixture: Path) -> Path:
     try:
         import plotly  # noqa: F401
     except ImportError:
         _missing("plotly is not installed: pip install 'plotly>=6'")
     out = tmp_path_factory.mktemp("report") / "report.html"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "YETO_"))}
-    result = subprocess.run([sys.executable, "-m", "yeto_otel.cli", "report", str(FIXTURE),
+    result = subprocess.run([sys.executable, "-m", "yeto_otel.cli", "report", str(fixture),
                              "-o", str(out)], capture_output=True, text=True, env=env,
                             timeout=120)
     assert result.returncode == 0, result.stderr
     return out
+
+
+@pytest.fixture(scope="module")
+def page_file(tmp_path_factory) -> Path:
+    return _report(tmp_path_factory, FIXTURE)
+
+
+@pytest.fixture(scope="module")
+def workers_page_file(tmp_path_factory) -> Path:
+    return _report(tmp_path_factory, WORKERS_FIXTURE)
 
 
 @pytest.fixture(scope="module")
@@ -140,3 +153,71 @@ def test_hover_on_a_restart_bar_shows_bytes(page_file, browser):
     text = hover.text_content()
     assert "mapped" in text and "load mode: mmap" in text
     page.close()
+
+
+def _open_offline(browser, page_file: Path):
+    """The page loaded with the network cut off: (page, errors, requests made)."""
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    page.set_default_timeout(60_000)
+    errors: list[str] = []
+    requests: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(f"page error: {exc}"))
+    page.on("console", lambda msg: errors.append(f"console {msg.type}: {msg.text}")
+            if msg.type == "error" else None)
+
+    def offline(route):  # the page must need nothing but itself
+        if route.request.url.startswith("file://"):
+            route.continue_()
+        else:
+            requests.append(route.request.url)
+            route.abort()
+
+    page.route("**/*", offline)
+    page.goto(page_file.as_uri(), wait_until="load")
+    return page, errors, requests
+
+
+def test_workers_page_renders_and_groups_workers_by_rank(workers_page_file, browser):
+    page, errors, requests = _open_offline(browser, workers_page_file)
+    charts = page.evaluate("document.body.dataset.charts.split(' ')")
+    assert charts == WORKER_CHARTS
+    page.wait_for_function(
+        "ids => ids.every(id => document.getElementById(id)?.querySelector('.main-svg'))",
+        arg=charts)
+    page.wait_for_timeout(300)
+    drawn = page.evaluate("""ids => ids.map(id => {
+        const el = document.getElementById(id);
+        return {id, traces: el.data.length,
+                drawn: el.querySelectorAll('.scatterlayer .trace, .barlayer .trace').length,
+                height: el.getBoundingClientRect().height};
+    })""", charts)
+    for chart in drawn:
+        assert chart["traces"] > 0 and chart["drawn"] >= chart["traces"] * 0.5, chart
+        assert chart["height"] > 300, chart
+    # the workers' legend: one group per rank, each titled with its rank
+    groups = page.evaluate("""() => Array.from(
+        document.querySelectorAll('#dataloader-workers .legend .groups'),
+        g => Array.from(g.querySelectorAll('text.legendtext'), t => t.textContent))""")
+    assert [len(g) for g in groups] == [5, 5]  # its title, 2 workers x 2 launches
+    assert groups[0][0] == "rank 0" and groups[1][0] == "rank 1"
+    assert "rank 0 / worker 1 (launch 2, 14:20:02)" in groups[0]
+    assert all(t.startswith("rank 1 / worker") for t in groups[1][1:])
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "report-workers.png"), full_page=True)
+    # a click on a worker of rank 0 hides rank 0's workers, in every panel, and only them
+    page.locator("#dataloader-workers .legend .groups").first.locator(".traces").nth(1) \
+        .locator(".legendtoggle").click()
+    # plotly waits out its double-click delay before it acts on a single click
+    page.wait_for_function("document.getElementById('dataloader-workers').data"
+                           ".some(t => t.visible === 'legendonly')", timeout=5_000)
+    visible = page.evaluate("""() => {
+        const out = {};
+        for (const t of document.getElementById('dataloader-workers').data)
+            (out[t.legendgroup] ??= new Set()).add(String(t.visible ?? true));
+        return Object.fromEntries(Object.entries(out).map(([k, v]) => [k, [...v]]));
+    }""")
+    assert visible == {"vm/rank-0": ["legendonly"], "vm/rank-1": ["true"]}
+    assert not requests, f"the page fetched from the network: {requests[:5]}"
+    assert not errors, errors
+    page.close()
+

@@ -8,25 +8,35 @@ Reads what the embedded default writes into YETO_OTEL_LOCAL_DIR (see `local_file
 
 and draws, with plotly (imported only here; plotly.js is embedded, so the page opens offline):
 
-- the census over time, one trace per rank (`service.instance.id`): gauges and high-water
-  marks as values, running totals as rates per second, node metrics in their own chart;
+- the census over time, one line per rank (`service.instance.id`) and launch (a restart is a
+  new process, with files of its own, under the same identity: same colour, its own legend
+  entry and marker): gauges and high-water marks as values, running totals as rates per
+  second, node metrics in their own chart;
+- the DataLoader workers (`yeto.process.role`) in a chart of their own, grouped under their
+  rank: a forked worker's RSS and anonymous memory count pages it shares with its rank, so
+  nothing of a worker is added to or drawn with its rank's;
 - the restart spans (`yeto.resume.anchors`, `.load`, `torch.load`, `demo.*`) on the same time
-  axis, with fragment_done events, and bytes mapped vs touched per restart and rank;
-- the step log: the host_mem.* levels over step and a table of the last records.
+  axis, with fragment_done events (a worker's spans on a lane under its rank), and bytes mapped
+  vs touched per restart and rank;
+- the step log: the host_mem.* levels over step and the last records of each step-log file.
 
-Corrupt lines are skipped and counted (on the page and in a warning); a directory with nothing
-usable is an error, as are a missing directory and an unwritable output.
+Corrupt lines are skipped and counted (on the page and in a warning); empty files are only
+counted (a process that had nothing of a signal leaves one); a directory with nothing usable is
+an error, as are a missing directory and an unwritable output.
 
-Inside: `_telemetry` reads the files into series, spans and step records; `_charts` says
-which charts there are and draws them with `_time_charts`, `_restart_chart` and `_steplog`;
-`_page` builds the HTML; `_command` checks the arguments and writes the page. The names the
-report reads come from their tables, through `_names`.
+Inside: `_telemetry` reads the files into series, spans and step records, with the process
+(file) each came from; `_roster` tells ranks, their launches and their workers apart and names
+and colours them; `_charts` says which charts there are and draws them with `_time_charts`,
+`_timeline`, `_restart_chart` and `_steplog`; `_page` builds the HTML with `_header` and
+`_steplog_table`; `_command` checks the arguments and writes the page. The names the report
+reads come from their tables, through `_names`.
 """
 
-from ._charts import CHART_IDS
+from ._charts import CHART_IDS, charts
 from ._command import add_arguments, run
 from ._page import build_html
+from ._roster import Launch, Roster
 from ._telemetry import Point, Series, Telemetry, kind_of, load_telemetry, plotted, rates
 
-__all__ = ["CHART_IDS", "Point", "Series", "Telemetry", "add_arguments", "build_html", "kind_of",
-           "load_telemetry", "plotted", "rates", "run"]
+__all__ = ["CHART_IDS", "Launch", "Point", "Roster", "Series", "Telemetry", "add_arguments",
+           "build_html", "charts", "kind_of", "load_telemetry", "plotted", "rates", "run"]

@@ -1,5 +1,5 @@
-"""How values look on the page: times, durations, bytes, units, and the colours and dashes
-every chart shares."""
+"""How values look on the page: times, durations, bytes, units, and the colours, dashes and
+markers every chart shares."""
 
 from __future__ import annotations
 
@@ -10,18 +10,36 @@ from datetime import datetime, timezone
 from ...units import format_bytes
 from ._names import SHORT_PREFIXES
 
-__all__ = ["DASHES", "RANK_COLORS", "byte_scale", "clock", "duration", "esc", "human_bytes",
-           "is_int", "number", "rank_colors", "short", "unit_name", "when"]
+__all__ = ["DASHES", "LAUNCH_GLYPHS", "LAUNCH_SYMBOLS", "RANK_COLORS", "byte_scale", "clock",
+           "duration", "esc", "human_bytes", "is_int", "launch_symbol", "number", "shade",
+           "short", "unit_name", "when"]
 
 # One colour per rank, the same rank the same colour in every chart (plotly's default cycle).
 RANK_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
                "#7f7f7f", "#bcbd22", "#17becf")
 # Within a panel the colour is the rank, so metrics are told apart by dash.
 DASHES = ("solid", "dot", "dash", "dashdot", "longdash", "longdashdot")
+# A rank's launches (a restart is a new process under the same identity) keep its colour and
+# are told apart by marker: launch 1 dots, launch 2 open squares, ... (and their own legend
+# entry), since within a panel the dash already tells the metrics apart.
+LAUNCH_SYMBOLS = ("circle", "square-open", "diamond-open", "triangle-up-open", "x-open",
+                  "star-open")
+LAUNCH_GLYPHS = ("●", "□", "◇", "△", "⊠", "☆")
 
 
-def rank_colors(instances: list[str]) -> dict[str, str]:
-    return {inst: RANK_COLORS[i % len(RANK_COLORS)] for i, inst in enumerate(instances)}
+def launch_symbol(launch: int) -> str:
+    return LAUNCH_SYMBOLS[(launch - 1) % len(LAUNCH_SYMBOLS)]
+
+
+def shade(color: str, index: int) -> str:
+    """The `index`-th shade of a `#rrggbb` colour, for the DataLoader workers of a rank: the
+    colour itself, then lighter and darker by turns, a little further each time."""
+    if index <= 0:
+        return color
+    towards = 255 if index % 2 else 0
+    amount = min(0.3 + 0.15 * ((index - 1) // 2), 0.75)
+    channels = [int(color[i:i + 2], 16) for i in (1, 3, 5)]
+    return "#" + "".join(f"{round(c + (towards - c) * amount):02x}" for c in channels)
 
 
 def when(ns: int) -> str:

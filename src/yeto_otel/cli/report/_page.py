@@ -5,14 +5,13 @@ offline."""
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
-from ...census import CENSUS_ERRORS
-from ._charts import CHART_IDS, PLOTTED_PREFIXES, charts
-from ._format import duration, esc, human_bytes, when
-from ._names import (HOST_NAME, LOCAL_RANK_ATTRIBUTE, RANK_ATTRIBUTE, RESTART_SPAN,
-                     STEP_LOG_PREFIX, WORLD_SIZE_ATTRIBUTE, is_timeline_span)
-from ._steplog import STEPLOG_TABLE_ID, steplog_table
+from ._charts import CHART_IDS, charts
+from ._format import LAUNCH_GLYPHS, esc, when
+from ._header import SHOWN_ELSEWHERE, header
+from ._names import RESTART_SPAN, STEP_LOG_PREFIX
+from ._roster import Roster
+from ._steplog_table import steplog_table
 from ._telemetry import Telemetry
 
 __all__ = ["build_html"]
@@ -42,12 +41,26 @@ table.steps th, table.steps td { border-bottom: 1px solid #eaeef2; padding: 3px 
                                  text-align: right; white-space: nowrap; }
 table.steps th:first-child { text-align: left; }
 table.steps thead th { background: #f6f8fa; }
+details.steps { margin: 8px 0; }
+details.steps summary { cursor: pointer; font-size: 14px; margin-bottom: 4px; }
 """
 
 # What each chart shows, under its title.
+_LAUNCHES = ", ".join(f"launch {n} {g}" for n, g in enumerate(LAUNCH_GLYPHS[:3], start=1))
 _WHAT = {
-    "census-process": "Per-rank levels from /proc/self. The bottom lane shows the restart "
-                      "spans on the same time axis; hover a bar for bytes mapped / touched.",
+    "census-process": "Per-rank levels from /proc/self, ranks only (their DataLoader workers "
+                      "are in the next chart). A restarted rank's launches keep its colour, "
+                      f"each with its own legend entry and marker ({_LAUNCHES}). The bottom "
+                      "lane shows the restart spans on the same time axis (a worker's "
+                      "torch.load on a lane under its rank); hover a bar for bytes mapped / "
+                      "touched.",
+    "dataloader-workers": "Each DataLoader worker in a shade of its rank's colour, the legend "
+                          "grouped by rank (a click hides that rank's workers). A worker slot "
+                          "is one line across epochs: each epoch's worker process is a "
+                          "segment, the gaps are between processes. Private dirty is what a "
+                          "worker owns (its copy-on-read growth); its RSS and anonymous "
+                          "memory include pages still shared with its rank, so never add "
+                          "them to the rank's.",
     "census-allocator": "The accelerator's host (pinned) allocator, as levels. `.current` "
                         "appears once `.freed` has moved.",
     "census-rates": "Monotonic counters turned into per-second rates between consecutive "
@@ -55,16 +68,17 @@ _WHAT = {
     "census-node": "Observed once per host (by local rank 0).",
     "restart-bytes": f"One group per restart and rank (`{RESTART_SPAN}`): a mapped load "
                      "touches only what the catch-up read; an eager load reads the whole file "
-                     "into anonymous memory.",
-    "steplog-memory": f"The {STEP_LOG_PREFIX}* levels the trainer wrote into its step log "
-                      "(running totals are in the table below).",
+                     "into anonymous memory. The gauges "
+                     f"{' and '.join(f'`{n}`' for n in sorted(SHOWN_ELSEWHERE))} hold the same "
+                     "bytes mapped / touched (the last resume of each process): they are "
+                     "shown here, not drawn again.",
+    "steplog-memory": f"The {STEP_LOG_PREFIX}* levels the trainer wrote into its step log, "
+                      "one line per key and step-log file (running totals are in the tables "
+                      "below).",
 }
 
 # Log records from this severity up (WARN) are listed on the page.
 _WARN = 13
-# How many corrupt lines and not-plotted names the header lists (the counts are complete).
-_LISTED_BAD_LINES = 20
-_LISTED_NOT_PLOTTED = 30
 
 
 def build_html(data: Telemetry) -> tuple[str, list[str]]:
@@ -72,7 +86,8 @@ def build_html(data: Telemetry) -> tuple[str, list[str]]:
     import plotly.io as pio
     from plotly.offline import get_plotlyjs
 
-    drawn = charts(data)
+    roster = Roster(data)
+    drawn = charts(data, roster)
     chart_ids = [chart_id for chart_id, _ in drawn]
     sections = []
     for chart_id, fig in drawn:
@@ -91,123 +106,20 @@ def build_html(data: Telemetry) -> tuple[str, list[str]]:
         "<script>window.PlotlyConfig = {MathJaxConfig: 'local'};</script>"
         f"<script>{get_plotlyjs()}</script>"
         f"</head><body data-charts='{' '.join(chart_ids)}'><main>"
-        f"{_header(data, chart_ids)}{''.join(sections)}{steplog_table(data)}"
-        f"{_log_section(data)}<p class=dim>Generated {generated} by yeto-otel report.</p>"
+        f"{header(data, roster, chart_ids)}{''.join(sections)}{steplog_table(data, roster)}"
+        f"{_log_section(data, roster)}<p class=dim>Generated {generated} by yeto-otel report.</p>"
         "</main></body></html>\n")
     return page, chart_ids
-
-
-# --- the header ----------------------------------------------------------------------------
-
-
-def _header(data: Telemetry, chart_ids: list[str]) -> str:
-    rows = [("Ranks", _ranks(data))]
-    span_range = data.time_range()
-    if span_range:
-        rows.append(("Time range", f"{when(span_range[0])[:19]} → {when(span_range[1])[:19]} "
-                                   f"UTC ({duration(span_range[1] - span_range[0])})"))
-    rows += [("Files", _files(data)), ("Found", _found(data)), ("Skipped", _skipped(data))]
-    table = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows)
-    toc = " · ".join(f"<a href='#{c}'>{esc(CHART_IDS[c].split(',')[0])}</a>" for c in chart_ids)
-    if data.steps:
-        toc += f" · <a href='#{STEPLOG_TABLE_ID}'>Last step records</a>"
-    return (f"<header><h1>yeto-otel report</h1><table class=summary>{table}</table>"
-            f"<p class=note>Gauges and high-water marks are plotted as values; running totals "
-            f"(<code>*.allocated</code>, <code>*.freed</code>, <code>num_host_*</code>, "
-            f"<code>{CENSUS_ERRORS.name}</code>) as rates per second between consecutive "
-            f"exports. One colour per rank in every chart; shaded bands are restart windows "
-            f"(<code>{RESTART_SPAN}</code>). Times are UTC.</p>"
-            f"<nav>{toc}</nav></header>")
-
-
-def _ranks(data: Telemetry) -> str:
-    """Every rank with where it ran, from its resource attributes."""
-    instances = data.instances()
-    if not instances:
-        return "none (no metrics or spans)"
-    items = []
-    for inst in instances:
-        res = data.resources.get(inst, {})
-        bits = [f"{label} {res[key]}" for label, key in (
-            ("host", HOST_NAME), ("rank", RANK_ATTRIBUTE), ("local rank", LOCAL_RANK_ATTRIBUTE),
-            ("of", WORLD_SIZE_ATTRIBUTE)) if key in res]
-        items.append(f"<code>{esc(inst)}</code> <span class=dim>{esc(', '.join(bits))}</span>")
-    return f"{len(instances)}: " + "; ".join(items)
-
-
-def _files(data: Telemetry) -> str:
-    counts = []
-    listing = []
-    for signal, paths in data.files.items():
-        if paths:
-            counts.append(f"{len(paths)} {signal}")
-            for p in paths:
-                listing.append(f"<li><code>{esc(p.name)}</code> "
-                               f"<span class=dim>{data.lines.get(p, 0)} lines read, "
-                               f"{human_bytes(_size(p))}</span></li>")
-    return (", ".join(counts) + f" in <code>{esc(data.directory)}</code>"
-            f"<details><summary>list</summary><ul>{''.join(listing)}</ul></details>")
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
-
-
-def _found(data: Telemetry) -> str:
-    restarts = [(i, s) for i, s in data.spans if s.name == RESTART_SPAN]
-    points = sum(len(s.points) for s in data.series.values())
-    return (f"{points:,} metric points in {len(data.series)} series; "
-            f"{len(data.spans)} spans ({len(restarts)} restarts on "
-            f"{len({i for i, _ in restarts})} ranks); {len(data.logs)} log records; "
-            f"{len(data.steps)} step records")
-
-
-def _skipped(data: Telemetry) -> str:
-    skipped = []
-    if data.bad_lines:
-        bad = data.bad_lines
-        first = "".join(f"<li><code>{esc(b)}</code></li>" for b in bad[:_LISTED_BAD_LINES])
-        more = (f"<li>… and {len(bad) - _LISTED_BAD_LINES} more</li>"
-                if len(bad) > _LISTED_BAD_LINES else "")
-        skipped.append(f"<span class=warn>{len(bad)} corrupt "
-                       f"line{'s' if len(bad) != 1 else ''} skipped</span>"
-                       f"<ul>{first}{more}</ul>")
-    if data.empty_files:
-        skipped.append(f"{len(data.empty_files)} empty file(s): " +
-                       ", ".join(f"<code>{esc(p.name)}</code>" for p in data.empty_files))
-    if data.unreadable:
-        skipped.append("<span class=warn>unreadable:</span> " +
-                       ", ".join(esc(u) for u in data.unreadable))
-    not_plotted = _not_plotted(data)
-    if not_plotted:
-        skipped.append("not plotted: " + ", ".join(
-            f"{esc(k)} ×{v}" for k, v in sorted(not_plotted.items())[:_LISTED_NOT_PLOTTED]))
-    return "<br>".join(skipped) if skipped else "nothing"
-
-
-def _not_plotted(data: Telemetry) -> dict[str, int]:
-    """What was read but is in no chart: other metrics (by points) and spans (by count)."""
-    found = dict(data.not_plotted)
-    for s in data.series.values():
-        if not s.metric.startswith(PLOTTED_PREFIXES):
-            found[f"metric {s.metric}"] = found.get(f"metric {s.metric}", 0) + len(s.points)
-    for _, span in data.spans:
-        if not is_timeline_span(span.name):
-            found[f"span {span.name}"] = found.get(f"span {span.name}", 0) + 1
-    return found
 
 
 # --- the log records -----------------------------------------------------------------------
 
 
-def _log_section(data: Telemetry, last: int = 50) -> str:
+def _log_section(data: Telemetry, roster: Roster, last: int = 50) -> str:
     worth = [(i, r) for i, r in data.logs if r.severity_number >= _WARN]
     if not worth:
         return ""
-    rows = "".join(f"<tr><td>{when(r.time_ns)[:23]}</td><td>{esc(i)}</td>"
+    rows = "".join(f"<tr><td>{when(r.time_ns)[:23]}</td><td>{esc(roster.label(i))}</td>"
                    f"<td>{esc(r.severity or r.severity_number)}</td><td>{esc(r.body)[:300]}</td>"
                    f"</tr>" for i, r in sorted(worth, key=lambda x: x[1].time_ns)[-last:])
     return (f"<section id='log-records'><h2>Warnings and errors logged ({len(worth)})</h2>"

@@ -10,6 +10,7 @@ from ... import names
 from ...otel import Span
 from ._format import byte_scale, duration, esc, human_bytes, is_int, when
 from ._names import RESTART_SPAN
+from ._roster import Roster
 from ._telemetry import Telemetry
 
 __all__ = ["restart_chart"]
@@ -25,7 +26,7 @@ _MAX_LABELLED = 8
 _LOAD_SUFFIX = ".load"
 
 
-def restart_chart(go, data: Telemetry, colors: dict[str, str]):
+def restart_chart(go, data: Telemetry, roster: Roster):
     """The figure, or None when there was no restart."""
     restarts = [(i, s) for i, s in data.spans if s.name == RESTART_SPAN]
     if not restarts:
@@ -41,7 +42,7 @@ def restart_chart(go, data: Telemetry, colors: dict[str, str]):
             values[attr].append(a.get(attr) if is_int(a.get(attr)) else None)
         load = [c for c in children[(inst, span.span_id)] if c.name.endswith(_LOAD_SUFFIX)]
         hovers.append(_hover(inst, span, load))
-    labels = _labels(restarts)
+    labels = _labels([(roster.label(inst), span) for inst, span in restarts])
     scale, unit = byte_scale(v for col in values.values() for v in col)
     fig = go.Figure()
     for name, attr, color in _COLUMNS:
@@ -61,9 +62,9 @@ def restart_chart(go, data: Telemetry, colors: dict[str, str]):
 def _labels(restarts: list[tuple[str, Span]]) -> list[str]:
     """One x label per restart: rank, time and load mode, numbered when two would be equal."""
     labels: list[str] = []
-    for inst, span in restarts:
+    for rank, span in restarts:
         mode = span.attributes.get(names.ANCHORS_LOAD_MODE.name, "")
-        label = base = f"{inst}<br>{when(span.start_ns)[11:23]} {mode}".rstrip()
+        label = base = f"{rank}<br>{when(span.start_ns)[11:23]} {mode}".rstrip()
         n = 2
         while label in labels:  # every restart its own group, even at the same millisecond
             label, n = f"{base} #{n}", n + 1

@@ -1,25 +1,22 @@
-"""The trainer's step log: the host_mem.* levels over step (one line per key and step-log
-file) and a table of the last records, running totals and flags included."""
+"""The trainer's step log: the host_mem.* levels over step, one line per key and step-log
+file (each file is one process: a rank's launch when it pairs with its telemetry files); the
+table of the last records is `_steplog_table`."""
 
 from __future__ import annotations
 
 from ...census import CENSUS, Kind
-from ._format import (DASHES, RANK_COLORS, byte_scale, clock, esc, human_bytes, is_int, number)
+from ._format import DASHES, RANK_COLORS, byte_scale, esc, number
 from ._names import (STEP_LOG_ALLOCATOR_PART, STEP_LOG_ALLOCATOR_PREFIX, STEP_LOG_NODE_PREFIX,
                      STEP_LOG_PREFIX, allocator_flag_key)
+from ._roster import Roster
 from ._telemetry import Telemetry
 
-__all__ = ["STEPLOG_TABLE_ID", "steplog_chart", "steplog_table"]
+__all__ = ["STEP_KEYS", "STEP_RECORD_FIELDS", "step_log_files", "steplog_chart", "steplog_level"]
 
-STEPLOG_TABLE_ID = "steplog-table"
-
-_STEP_KEYS = {m.step_log_key: m for m in CENSUS if m.step_log_key}
+STEP_KEYS = {m.step_log_key: m for m in CENSUS if m.step_log_key}
 # A step record's own fields (not census keys), and what the demo trainer adds to them.
-_STEP, _TIME = "step", "time_unix_nano"
+STEP_RECORD_FIELDS = _STEP, _TIME = "step", "time_unix_nano"
 _EXTRA = ("loss",)
-# The suffix of the flags that say whether an allocator `.current` is a level yet: shown in
-# the table as a star on the value, not as a row of their own.
-_FLAG_SUFFIX = "_is_gauge"
 
 
 def steplog_level(record: dict, key: str) -> bool:
@@ -32,7 +29,7 @@ def steplog_level(record: dict, key: str) -> bool:
 def _is_level(key: str) -> bool:
     """Whether a step-log key holds bytes that are a level (plotted), from the census table or,
     for keys it does not know, by the `_bytes` naming convention."""
-    row = _STEP_KEYS.get(key)
+    row = STEP_KEYS.get(key)
     if row is not None:
         return row.kind is not Kind.RUNNING_TOTAL and row.unit == "By"
     return key.endswith("_bytes")
@@ -58,14 +55,30 @@ def _steplog_panels(data: Telemetry) -> list[tuple[str, list[str], bool]]:
                         ("Loss", extra, False)) if p[1]]
 
 
-def steplog_chart(go, make_subplots, data: Telemetry):
+def step_log_files(data: Telemetry, roster: Roster) -> list[tuple[str, str]]:
+    """(file stem, what it is) of the step-log files, in rank and launch order: `rank 0
+    (launch 2, 14:20:02)` for one that pairs with a process's telemetry files
+    (`steplog-<their stem>.jsonl`), else its file name."""
+    found = []
+    for stem in sorted({stem for stem, _ in data.steps}):
+        owner = roster.step_log_owner(stem)
+        if owner is None:
+            found.append(((len(roster.ranks), 0), 0, stem, f"{stem}.jsonl"))
+        else:
+            instance, launch = owner
+            found.append((roster.position(instance), launch.number, stem,
+                          roster.trace_name(instance, launch)))
+    return [(stem, label) for *_, stem, label in sorted(found)]
+
+
+def steplog_chart(go, make_subplots, data: Telemetry, roster: Roster):
     """The figure, or None when the step log has nothing to plot."""
     if not data.steps:
         return None
     panels = _steplog_panels(data)
     if not panels:
         return None
-    stems = sorted({stem for stem, _ in data.steps})
+    files = step_log_files(data, roster)
     fig = make_subplots(rows=len(panels), cols=1, shared_xaxes=True,
                         subplot_titles=[t for t, _, _ in panels], vertical_spacing=0.09)
     # one colour per key across panels; files of several ranks are told apart by dash
@@ -79,10 +92,10 @@ def steplog_chart(go, make_subplots, data: Telemetry):
             scale, unit = 1.0, ""
         for key in columns:
             color.setdefault(key, next(palette))
-            for n, stem in enumerate(stems):
+            for n, (stem, label) in enumerate(files):
                 _add_steplog_line(go, fig, data, key, stem, row=row, title=title, scale=scale,
                                   unit=unit, color=color[key], dash=DASHES[(2 * n) % len(DASHES)],
-                                  several=len(stems) > 1)
+                                  label=label if len(files) > 1 else None)
         fig.update_yaxes(title_text=unit or None, row=row, col=1)
     fig.update_xaxes(title_text="step", row=len(panels), col=1)
     fig.update_layout(height=300 * len(panels) + 120)
@@ -90,76 +103,22 @@ def steplog_chart(go, make_subplots, data: Telemetry):
 
 
 def _add_steplog_line(go, fig, data: Telemetry, key: str, stem: str, *, row: int, title: str,
-                      scale: float, unit: str, color: str, dash: str, several: bool) -> None:
+                      scale: float, unit: str, color: str, dash: str, label: str | None) -> None:
     """One key of one step-log file over step; a value that is not yet a level is a gap."""
     records = sorted((r for s, r in data.steps if s == stem and number(r.get(key))),
                      key=lambda r: r[_STEP])
     if not records:
         return
     name = key.replace(STEP_LOG_PREFIX, "").replace(STEP_LOG_ALLOCATOR_PART, "")
-    row_kind = _STEP_KEYS.get(key)
+    row_kind = STEP_KEYS.get(key)
     peak = row_kind is not None and row_kind.kind is Kind.HIGH_WATER_MARK
     fig.add_trace(go.Scatter(
         x=[r[_STEP] for r in records],
         y=[r[key] / scale if steplog_level(r, key) else None for r in records],
-        mode="lines+markers", name=name + (f" · {stem}" if several else ""),
+        mode="lines+markers", name=name + (f" · {label}" if label else ""),
         line=dict(color=color, width=2, dash="dot" if peak else dash),
         marker=dict(size=5), connectgaps=False,
         legendgroup=f"steplog-{row}", legendgrouptitle=dict(text=title),
-        hovertemplate=(f"{esc(key)}<br>step %{{x}}: %{{y:,.2f}} {unit}"
+        hovertemplate=(f"{esc(key)}{f' · {esc(label)}' if label else ''}<br>"
+                       f"step %{{x}}: %{{y:,.2f}} {unit}"
                        "<extra></extra>")), row=row, col=1)
-
-
-def steplog_table(data: Telemetry, last: int = 10) -> str:
-    """The last records, one column each (oldest first), one row per key."""
-    if not data.steps:
-        return ""
-    records = sorted(data.steps, key=lambda item: (item[1].get(_TIME) or 0,
-                                                   item[1][_STEP]))[-last:]
-    keys: list[str] = []
-    for _, record in records:
-        for key in record:
-            if key not in keys and key not in (_STEP, _TIME) and not key.endswith(_FLAG_SUFFIX):
-                keys.append(key)
-    head = "".join(f"<th>{r[_STEP]}</th>" for _, r in records)
-    times = "".join(f"<td>{clock(r[_TIME]) if is_int(r.get(_TIME)) else '-'}</td>"
-                    for _, r in records)
-    body = [f"<tr><th>time (UTC)</th>{times}</tr>"]
-    if len({stem for stem, _ in records}) > 1:
-        body.append("<tr><th>file</th>" + "".join(f"<td>{esc(s)}</td>" for s, _ in records)
-                    + "</tr>")
-    for key in keys:
-        body.append(f"<tr><th>{esc(key)}{_kind_note(key)}</th>" +
-                    "".join(_cell(key, r.get(key), r) for _, r in records) + "</tr>")
-    starred = any(not steplog_level(r, k) for _, r in records for k in keys if k in r)
-    note = ("<p class=dim>* the allocator's <code>.freed</code> had not moved yet: this "
-            "<code>.current</code> is the running total, not a level (not plotted).</p>"
-            if starred else "")
-    return (f"<section id='{STEPLOG_TABLE_ID}'><h2>Last {len(records)} step records</h2>"
-            f"<div class=scroll><table class=steps><thead><tr><th>step</th>{head}</tr></thead>"
-            f"<tbody>{''.join(body)}</tbody></table></div>{note}</section>")
-
-
-def _cell(key: str, value, record: dict) -> str:
-    if value is None:
-        return "<td class=dim>-</td>"
-    if not steplog_level(record, key):
-        return (f"<td class=dim title='.freed has not moved yet: this is the running "
-                f"total, not a level'>{_cell_text(key, value)}*</td>")
-    return f"<td>{_cell_text(key, value)}</td>"
-
-
-def _cell_text(key: str, value) -> str:
-    row = _STEP_KEYS.get(key)
-    if number(value) and ((row is not None and row.unit == "By") or key.endswith("_bytes")):
-        return human_bytes(value)
-    if isinstance(value, float):
-        return f"{value:,.4g}"
-    if is_int(value):
-        return f"{value:,}"
-    return esc(value)[:60]
-
-
-def _kind_note(key: str) -> str:
-    row = _STEP_KEYS.get(key)
-    return f" <span class=dim>({row.kind.value})</span>" if row is not None else ""

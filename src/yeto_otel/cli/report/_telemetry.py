@@ -3,6 +3,7 @@ log records and step records, and what a series is plotted as: values or rates."
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,7 +16,7 @@ from ._format import is_int
 from ._names import HOST_NAME, RANK_ATTRIBUTE, SERVICE_INSTANCE_ID
 
 __all__ = ["PATTERNS", "Point", "Series", "Telemetry", "kind_of", "load_telemetry", "plotted",
-           "rates"]
+           "process_key", "rates"]
 
 PATTERNS = {"metrics": "metrics-*.jsonl", "traces": "traces-*.jsonl", "logs": "logs-*.jsonl",
             "steplog": "steplog-*.jsonl"}
@@ -116,6 +117,9 @@ class Telemetry:
     steps: list[tuple[str, dict]] = field(default_factory=list)  # (file stem, record)
     not_plotted: dict[str, int] = field(default_factory=dict)  # what was read but not drawn
     lines: dict[Path, int] = field(default_factory=dict)  # usable lines per file
+    # (instance, process key) -> [first, last] record time: one entry per process (launch,
+    # worker epoch), keyed by its files' common stem (see `process_key`)
+    extents: dict[tuple[str, str], list[int]] = field(default_factory=dict)
 
     @property
     def usable(self) -> bool:
@@ -125,9 +129,9 @@ class Telemetry:
         found = set(self.resources)
         found.update(s.instance for s in self.series.values())
         found.update(i for i, _ in self.spans)
-        return sorted(found, key=self._rank_order)
+        return sorted(found, key=self.rank_order)
 
-    def _rank_order(self, instance: str):
+    def rank_order(self, instance: str):
         # Ranks by their number when the resource says it, then by name with numbers compared
         # as numbers (rank-10 after rank-9).
         rank = self.resources.get(instance, {}).get(RANK_ATTRIBUTE)
@@ -141,6 +145,23 @@ class Telemetry:
             times += [span.start_ns, span.end_ns]
         times = [t for t in times if t > 0]
         return (min(times), max(times)) if times else None
+
+
+@functools.lru_cache(maxsize=4096)
+def process_key(file_name: str) -> str:
+    """The process a file belongs to: its name without the signal and the extension
+    (`metrics-vm_rank-0-20261203T141946-26071.jsonl` -> `vm_rank-0-20261203T141946-26071`), the
+    same for the traces, metrics, logs and step log of one process."""
+    return Path(file_name).stem.split("-", 1)[-1]
+
+
+def _note(data: Telemetry, instance: str, path: Path, *times: int) -> None:
+    """Widen the extent of the process `path` belongs to by `times`."""
+    extent = data.extents.setdefault((instance, process_key(path.name)), [0, 0])
+    for t in times:
+        if t > 0:
+            extent[0] = min(extent[0], t) if extent[0] else t
+            extent[1] = max(extent[1], t)
 
 
 def _instance(resource: dict, path: Path) -> str:
@@ -197,8 +218,12 @@ def load_telemetry(directory: Path) -> Telemetry:
             instance = _instance(span.resource, path)
             data.resources.setdefault(instance, span.resource)
             data.spans.append((instance, span))
+            _note(data, instance, path, span.start_ns, span.end_ns)
     for path, found in _batches(data, "logs", log_records):
-        data.logs += [(_instance(r.resource, path), r) for r in found]
+        for record in found:
+            instance = _instance(record.resource, path)
+            data.logs.append((instance, record))
+            _note(data, instance, path, record.time_ns)
     _load_steps(data)
     data.spans.sort(key=lambda item: item[1].start_ns)
     return data
@@ -220,6 +245,7 @@ def _load_metrics(data: Telemetry) -> None:
                     instance, p.name, key[2], kind_of(p.name, p.shape, p.monotonic), p.unit,
                     p.temporality or CUMULATIVE)
             series.points.append(Point(p.start_ns, p.time_ns, p.value, path.name))
+            _note(data, instance, path, p.time_ns)
 
 
 def _load_steps(data: Telemetry) -> None:

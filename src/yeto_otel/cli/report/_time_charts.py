@@ -1,38 +1,33 @@
-"""The census over time: one chart of stacked panels sharing a time axis, one line per rank,
-with the restart windows shaded and, under the process memory, a lane per rank with the
-restart spans and their fragment_done events."""
+"""The census over time: one chart of stacked panels sharing a time axis, one line per rank
+and launch (or per DataLoader worker and launch of its rank), with the restart windows shaded
+and, under the process memory, the span lanes (`_timeline`)."""
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 
-from ... import names
 from ...census import Kind
-from ...otel import Span
-from ._format import (DASHES, byte_scale, duration, esc, human_bytes, is_int, short, unit_name,
-                      when)
-from ._names import (FRAGMENT_EVENT, RESTART_SPAN, SERVICE_INSTANCE_ID, TIMELINE_SPANS,
-                     is_timeline_span)
-from ._telemetry import Telemetry, plotted
+from ._format import DASHES, byte_scale, esc, launch_symbol, short, unit_name, when
+from ._names import RESTART_SPAN
+from ._roster import Roster
+from ._telemetry import Series, Telemetry, plotted
+from ._timeline import add_timeline, timeline_height, timeline_lanes, timeline_title
 
-__all__ = ["panels_of", "time_chart", "timeline_spans"]
+__all__ = ["panels_of", "time_chart"]
 
-_SPAN_COLORS = dict(zip(TIMELINE_SPANS, ("#9ecae1", "#3182bd", "#08519c")))
-_OTHER_SPAN_COLORS = ("#fdae6b", "#a1d99b", "#bcbddc", "#fdd0a2")
 _LEGEND_WIDTH = 250
 _PANEL_HEIGHT = 230
-
-# Attribute names whose integer values are bytes (shown as KiB/MiB/GiB in the hover text):
-# suffixes, so the byte attributes of spans outside the table read the same way.
-_BYTE_ATTRIBUTES = ("_bytes", "bytes_mapped", "bytes_touched", "file_size", "anonymous_delta")
+_LEGEND_TITLES = {False: "rank (launch)", True: "DataLoader workers, by rank"}
 
 
 def panels_of(data: Telemetry, *, kinds: set[Kind], prefix: str | tuple[str, ...],
-              declared) -> list:
+              declared, keep: Callable[[Series], bool] | None = None) -> list:
     """[(title, [(series, dash)])] for the series of `kinds` whose metric starts with `prefix`
-    (a tuple of prefixes): the declared panels first, then one panel per unit for the rest."""
+    (a tuple of prefixes) and that `keep` keeps: the declared panels first, then one panel per
+    unit for the rest."""
     chosen = [s for s in data.series.values()
-              if s.kind in kinds and s.metric.startswith(prefix)]
+              if s.kind in kinds and s.metric.startswith(prefix) and (keep is None or keep(s))]
     panels = []
     placed: set[int] = set()
     for title, metrics in declared:
@@ -57,67 +52,88 @@ def panels_of(data: Telemetry, *, kinds: set[Kind], prefix: str | tuple[str, ...
     return panels
 
 
-def timeline_spans(data: Telemetry) -> list[tuple[str, Span]]:
-    return [(i, s) for i, s in data.spans if is_timeline_span(s.name)]
-
-
-def time_chart(go, make_subplots, data: Telemetry, panels, *, colors, x_range, legend_seen,
-               timeline: bool):
-    """One figure: a row per panel, plus the span lane when `timeline`. A rank's first line
-    (across every chart sharing `legend_seen`) is the one that shows in the legend."""
+def time_chart(go, make_subplots, data: Telemetry, panels, *, roster: Roster, x_range,
+               timeline: bool, workers: bool = False):
+    """One figure: a row per panel, plus the span lanes when `timeline`. Each rank's launch
+    (`workers`: each worker's launch, grouped under its rank) has one legend entry."""
     titles = [title for title, _ in panels]
-    lanes = data.instances()
     heights = [_PANEL_HEIGHT] * len(panels)
+    lanes = timeline_lanes(data, roster) if timeline else []
     if timeline:
-        titles.append(f"Restart spans (bars) and {FRAGMENT_EVENT} events (◆), per rank")
-        heights.append(max(150, 28 * len(lanes) * max(1, len(_span_names(data))) // 2 + 70))
+        titles.append(timeline_title(roster))
+        heights.append(timeline_height(data, roster, lanes))
     rows = len(titles)
     fig = make_subplots(rows=rows, cols=1, shared_xaxes=True, subplot_titles=titles,
                         vertical_spacing=min(0.08, 0.35 / max(1, rows)),
                         row_heights=[h / sum(heights) for h in heights])
+    legend_seen: set = set()
     for row, (_, entries) in enumerate(panels, start=1):
-        _add_panel(go, fig, row, entries, lanes=lanes, colors=colors, legend_seen=legend_seen)
+        _add_panel(go, fig, row, entries, roster=roster, legend_seen=legend_seen,
+                   workers=workers)
     if timeline:
-        _add_timeline(go, fig, data, rows, lanes)
+        add_timeline(go, fig, data, rows, roster, lanes)
     _add_restart_bands(fig, data)
+    _add_launch_lines(fig, roster)
     fig.update_xaxes(type="date", range=x_range, showticklabels=True, tickformat="%H:%M:%S")
     fig.update_xaxes(title_text="time (UTC)", row=rows, col=1)
     # A fixed right margin holds the legend, so every time chart has the same plot width and
     # their time axes line up on the page.
     fig.update_layout(height=sum(heights) + 140, barmode="group", bargap=0.25,
                       margin=dict(r=_LEGEND_WIDTH),
-                      legend=dict(title=dict(text=f"rank ({SERVICE_INSTANCE_ID})"), x=1.02,
+                      legend=dict(title=dict(text=_LEGEND_TITLES[workers]), x=1.02,
                                   xanchor="left", y=1, yanchor="top"))
     return fig
 
 
-def _add_panel(go, fig, row: int, entries, *, lanes, colors, legend_seen: set[str]) -> None:
-    """One panel's lines, in rank order. A panel holds one unit and one kind (its first
-    series says which): running totals are drawn as rates, the rest as values."""
-    values_by_series = [(s, dash, plotted(s)) for s, dash in entries]
+def _lines(entries, roster: Roster):
+    """(series of one launch, dash, launch, what is drawn) of a panel, in rank order (a rank's
+    workers in worker order), each rank's launches oldest first."""
+    lines = [(part, dash, launch, plotted(part)) for s, dash in entries
+             for launch, part in roster.by_launch(s)]
+    return sorted(lines, key=lambda e: (roster.position(e[0].instance), e[2].number))
+
+
+def _add_panel(go, fig, row: int, entries, *, roster: Roster, legend_seen: set,
+               workers: bool) -> None:
+    """One panel's lines. A panel holds one unit and one kind (its first series says which):
+    running totals are drawn as rates, the rest as values. The first line of each rank's launch
+    (of each worker's, under `workers`) in the figure is the one in the legend."""
+    lines = _lines(entries, roster)
     unit = entries[0][0].unit
     rated = entries[0][0].kind is Kind.RUNNING_TOTAL
     if unit == "By":
-        scale, unit_label = byte_scale(v for _, _, pts in values_by_series for _, v in pts)
+        scale, unit_label = byte_scale(v for *_, pts in lines for _, v in pts)
     else:
         scale, unit_label = 1.0, unit_name(unit)
     suffix = f"{unit_label}/s" if rated else unit_label
-    for s, dash, pts in sorted(values_by_series, key=lambda e: lanes.index(e[0].instance)
-                               if e[0].instance in lanes else 0):
-        first = s.instance not in legend_seen
-        legend_seen.add(s.instance)
+    for s, dash, launch, pts in lines:
+        name = roster.trace_name(s.instance, launch)
+        first = (s.instance, launch) not in legend_seen
+        legend_seen.add((s.instance, launch))
+        rank = roster.parent.get(s.instance, s.instance)
+        group = dict(legendgroup=rank, legendgrouptitle=dict(text=roster.label(rank))) \
+            if workers else dict(legendgroup=f"{s.instance} #{launch.number}")
+        where = esc(s.instance) + (f" · pid {launch.pid}" if launch.pid and not workers else "")
         kind = "rate" if rated else s.kind.value
+        color = roster.color(s.instance)
         fig.add_trace(go.Scatter(
             x=[when(t) for t, _ in pts], y=[None if v is None else v / scale for _, v in pts],
-            mode="lines+markers", name=s.instance, legendgroup=s.instance, showlegend=first,
-            line=dict(color=colors.get(s.instance), dash=dash, width=2),
-            marker=dict(size=4), connectgaps=False,
-            hovertemplate=(f"<b>{esc(s.instance)}</b><br>{esc(s.label)}"
+            mode="lines+markers", name=name, showlegend=first, **group,
+            line=dict(color=color, dash=dash, width=2), marker=_marker(launch, color),
+            connectgaps=False,
+            hovertemplate=(f"<b>{esc(name)}</b><br>{where}<br>{esc(s.label)}"
                            f" ({kind})<br>%{{x|%H:%M:%S.%L}}: %{{y:,.2f}} {suffix}"
                            "<extra></extra>")),
             row=row, col=1)
     fig.update_yaxes(title_text=suffix, row=row, col=1,
                      rangemode="tozero" if rated else "normal")
+
+
+def _marker(launch, color: str) -> dict:
+    """A launch's marker: dots for the first, open shapes (a little larger) after a restart."""
+    first = launch.number == 1
+    return dict(size=5 if first else 7, symbol=launch_symbol(launch.number), color=color,
+                line=dict(width=0 if first else 1.5, color=color))
 
 
 def _add_restart_bands(fig, data: Telemetry) -> None:
@@ -147,59 +163,20 @@ def _restart_windows(data: Telemetry) -> list[tuple[int, int, int]]:
     return [(a, b, len(c)) for a, b, c in merged]
 
 
-def _span_names(data: Telemetry) -> list[str]:
-    """The span names in the lane: the restart's own in their nesting order, then the rest."""
-    found = {s.name for _, s in timeline_spans(data)}
-    return [n for n in TIMELINE_SPANS if n in found] + sorted(found - set(TIMELINE_SPANS))
-
-
-def _add_timeline(go, fig, data: Telemetry, row: int, lanes: list[str]) -> None:
-    spans_ = timeline_spans(data)
-    others = iter(_OTHER_SPAN_COLORS * 10)
-    for name in _span_names(data):
-        chosen = [(i, s) for i, s in spans_ if s.name == name]
-        fig.add_trace(go.Bar(
-            orientation="h", base=[when(s.start_ns) for _, s in chosen],
-            # at least half a millisecond, so a very short span still shows as a bar
-            x=[max((s.end_ns - s.start_ns) / 1e6, 0.5) for _, s in chosen],
-            y=[i for i, _ in chosen], name=name, legendgroup="spans",
-            legendgrouptitle=dict(text="spans"), offsetgroup=name,
-            marker=dict(color=_SPAN_COLORS.get(name) or next(others),
-                        line=dict(width=0.5, color="#08306b")),
-            hovertext=[_span_hover(i, s) for i, s in chosen], hoverinfo="text"),
-            row=row, col=1)
-    events = [(i, s, e) for i, s in spans_ for e in s.events if e.name == FRAGMENT_EVENT]
-    if events:
-        fig.add_trace(go.Scatter(
-            x=[when(e.time_ns) for _, _, e in events], y=[i for i, _, _ in events],
-            mode="markers", name=FRAGMENT_EVENT, legendgroup="spans",
-            marker=dict(symbol="diamond", size=9, color="#e6550d",
-                        line=dict(width=1, color="white")),
-            hovertext=[_fragment_hover(*item) for item in events], hoverinfo="text"),
-            row=row, col=1)
-    # lanes top to bottom in rank order (a category axis counts from the bottom)
-    fig.update_yaxes(type="category", categoryorder="array", categoryarray=lanes[::-1],
-                     row=row, col=1)
-
-
-def _span_hover(instance: str, span: Span) -> str:
-    lines = [f"<b>{esc(span.name)}</b> — {esc(instance)}",
-             f"{when(span.start_ns)[11:23]} UTC, {duration(span.end_ns - span.start_ns)}"]
-    for key, value in sorted(span.attributes.items()):
-        shown = human_bytes(value) if is_int(value) and key.endswith(_BYTE_ATTRIBUTES) \
-            else value
-        lines.append(f"{esc(key)}: {esc(shown)}")
-    if span.events:
-        lines.append(f"{len(span.events)} events")
-    if span.error:
-        lines.append(f"<b>ERROR</b>: {esc(span.error)}")
-    return "<br>".join(lines)
-
-
-def _fragment_hover(instance: str, span: Span, event) -> str:
-    touched = event.attributes.get(names.ANCHORS_BYTES_TOUCHED.name)
-    fragment = event.attributes.get(names.FRAGMENT_ID.name, "?")
-    return (f"<b>{FRAGMENT_EVENT}</b> — {esc(instance)}<br>"
-            f"fragment {esc(fragment)}"
-            f"<br>{when(event.time_ns)[11:23]} UTC<br>bytes touched so far: "
-            f"{human_bytes(touched) if is_int(touched) else '-'}")
+def _add_launch_lines(fig, roster: Roster) -> None:
+    """A dotted line where ranks were launched again (a restart: new processes under the same
+    identities), one per second in which some were, so a restart reads as one even without a
+    resume span."""
+    starts: dict[int, list[int]] = defaultdict(list)
+    for rank in roster.ranks:
+        for launch in roster.launches(rank)[1:]:
+            starts[launch.started_ns // 1_000_000_000].append(launch.number)
+    for second, numbers in sorted(starts.items()):
+        at = when(second * 1_000_000_000)
+        fig.add_vline(x=at, row="all", col=1, line=dict(color="#57606a", width=1, dash="dot"))
+        which = "/".join(str(n) for n in sorted(set(numbers)))
+        fig.add_annotation(x=at, y=0.97, xref="x", yref="y domain", yanchor="top",
+                           xanchor="right", showarrow=False, font=dict(size=10, color="#57606a"),
+                           bgcolor="rgba(255,255,255,0.7)",
+                           text=f"launch {which} ({len(numbers)} rank"
+                                f"{'s' if len(numbers) != 1 else ''}) ▶")
