@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from report_testkit import plotly_or_skip, report
 from repo_paths import FIXTURES as FIXTURE_ROOT
 
 from yeto_otel.otel import CUMULATIVE, DELTA
@@ -30,21 +31,6 @@ ALL_CHARTS = ["census-process", "census-allocator", "census-rates", "census-node
               "restart-bytes", "steplog-memory"]
 
 
-def _plotly_or_skip() -> None:
-    try:
-        import plotly  # noqa: F401
-    except ImportError:
-        if os.environ.get("CI") == "true":
-            raise
-        pytest.skip("plotly is not installed: pip install 'plotly>=6'")
-
-
-def report(*args: str | os.PathLike) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "YETO_"))}
-    return subprocess.run([sys.executable, "-m", "yeto_otel.cli", "report", *map(str, args)],
-                          capture_output=True, text=True, env=env, timeout=120)
-
-
 def copy_fixture(tmp_path: Path) -> Path:
     target = tmp_path / "telemetry"
     shutil.copytree(FIXTURE, target)
@@ -55,7 +41,7 @@ def copy_fixture(tmp_path: Path) -> Path:
 
 
 def test_fixture_turns_into_one_offline_page(tmp_path):
-    _plotly_or_skip()
+    plotly_or_skip()
     before = sorted(p.name for p in FIXTURE.iterdir())
     out = tmp_path / "page.html"
     result = report(FIXTURE, "-o", out)
@@ -89,7 +75,7 @@ def test_fixture_turns_into_one_offline_page(tmp_path):
 def test_each_census_metric_is_drawn_in_its_chart():
     """The charts pick metrics by namespace (taken from the census table): every metric of the
     fixture lands in its chart, and none is listed as not plotted."""
-    _plotly_or_skip()
+    plotly_or_skip()
     page, chart_ids = build_html(load_telemetry(FIXTURE))
     header = page[page.index("<header>"):page.index("</header>")]
     assert "not plotted" not in header
@@ -115,7 +101,7 @@ def test_each_census_metric_is_drawn_in_its_chart():
 
 
 def test_default_output_is_dir_report_html(tmp_path):
-    _plotly_or_skip()
+    plotly_or_skip()
     directory = copy_fixture(tmp_path)
     result = report(directory)
     assert result.returncode == 0, result.stderr
@@ -125,7 +111,7 @@ def test_default_output_is_dir_report_html(tmp_path):
 
 
 def test_corrupt_lines_are_skipped_counted_and_shown(tmp_path):
-    _plotly_or_skip()
+    plotly_or_skip()
     directory = copy_fixture(tmp_path)
     metrics = sorted(directory.glob("metrics-*rank-0*.jsonl"))[0]
     with open(metrics, "a") as handle:
@@ -277,7 +263,7 @@ def test_fixture_series_kinds_and_ranks():
 def test_demo_telemetry_turns_into_a_page(tmp_path):
     """End to end on the embedded default: `yeto-otel demo` writes the files, the report reads
     them (both as a user runs them)."""
-    _plotly_or_skip()
+    plotly_or_skip()
     if os.environ.get("CI") != "true":
         pytest.importorskip("torch", reason="the demo needs torch: pip install torch")
     local = tmp_path / "telemetry"

@@ -85,23 +85,7 @@ def browser():
 
 
 def test_page_renders_every_chart_offline(page_file, browser):
-    page = browser.new_page(viewport={"width": 1400, "height": 900})
-    page.set_default_timeout(60_000)
-    errors: list[str] = []
-    requests: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(f"page error: {exc}"))
-    page.on("console", lambda msg: errors.append(f"console {msg.type}: {msg.text}")
-            if msg.type == "error" else None)
-
-    def offline(route):  # the page must need nothing but itself
-        if route.request.url.startswith("file://"):
-            route.continue_()
-        else:
-            requests.append(route.request.url)
-            route.abort()
-
-    page.route("**/*", offline)
-    page.goto(page_file.as_uri(), wait_until="load")
+    page, errors, requests = _open_offline(browser, page_file)
     charts = page.evaluate("document.body.dataset.charts.split(' ')")
     assert charts == EXPECTED_CHARTS
     page.wait_for_function(

@@ -20,14 +20,12 @@ from __future__ import annotations
 
 import calendar
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from opentelemetry.sdk.resources import HOST_NAME, SERVICE_INSTANCE_ID
+from report_testkit import plotly_or_skip, report
 from repo_paths import FIXTURES
 
 from yeto_otel.census import CENSUS_ERRORS, PRIVATE_DIRTY, RSS, RSS_PEAK
@@ -44,21 +42,6 @@ WORKER_NAMES = {f"rank {r} / worker {k} {LAUNCHES[n]}" for r in (0, 1) for k in 
                 for n in (1, 2)}
 
 
-def _plotly_or_skip() -> None:
-    try:
-        import plotly  # noqa: F401
-    except ImportError:
-        if os.environ.get("CI") == "true":
-            raise
-        pytest.skip("plotly is not installed: pip install 'plotly>=6'")
-
-
-def report(*args: str | os.PathLike) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "YETO_"))}
-    return subprocess.run([sys.executable, "-m", "yeto_otel.cli", "report", *map(str, args)],
-                          capture_output=True, text=True, env=env, timeout=120)
-
-
 @pytest.fixture(scope="module")
 def data():
     return load_telemetry(WORKERS)
@@ -66,7 +49,7 @@ def data():
 
 @pytest.fixture(scope="module")
 def figures(data):
-    _plotly_or_skip()
+    plotly_or_skip()
     return dict(charts(data))
 
 
@@ -169,7 +152,7 @@ def test_restart_bands_launch_lines_and_worker_lanes(figures):
 
 
 def test_workers_page_header_tables_and_skipped(tmp_path):
-    _plotly_or_skip()
+    plotly_or_skip()
     out = tmp_path / "page.html"
     result = report(WORKERS, "-o", out)
     assert result.returncode == 0, result.stderr
@@ -199,7 +182,7 @@ def test_workers_page_header_tables_and_skipped(tmp_path):
 
 def test_old_fixture_ranks_without_roles_and_launches():
     """Files without `yeto.process.role` are ranks; one launch each: no launch in the name."""
-    _plotly_or_skip()
+    plotly_or_skip()
     data = load_telemetry(FIXTURES / "telemetry")
     roster = Roster(data)
     assert roster.ranks == ["vm/rank-0", "vm/rank-1"] and not roster.parent
@@ -274,7 +257,7 @@ def _made(tmp_path: Path) -> Path:
 
 
 def test_built_job_second_loader_orphan_worker_and_plain_process(tmp_path):
-    _plotly_or_skip()
+    plotly_or_skip()
     data = load_telemetry(_made(tmp_path))
     roster = Roster(data)
     assert roster.ranks == ["h/rank-3", "h/rank-5", "h/pid-7"]
