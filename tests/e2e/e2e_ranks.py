@@ -28,17 +28,24 @@ def job_matcher(service: str) -> str:
     return f'job=~"(.+/)?{service}"'
 
 
-def rank_env(stack, service: str, *, rank: int = 0, world: int = 1, **env: str) -> dict[str, str]:
-    """The environment of one rank of `service` on one host, exporting to the stack's agent
-    (`env` adds to or overrides it)."""
+def job_env(stack, service: str, **env: str) -> dict[str, str]:
+    """The environment of a launcher (torchrun) of `service`'s ranks, exporting to the stack's
+    agent (`env` adds to or overrides it): no RANK, LOCAL_RANK or WORLD_SIZE, which the launcher
+    sets for each rank it starts."""
     full = dict(clean_env(), **stack.trainer_env(),
                 OTEL_SERVICE_NAME=service, OTEL_METRIC_EXPORT_INTERVAL="500",
                 OTEL_TRACES_EXPORTER="otlp", OTEL_METRICS_EXPORTER="otlp",
-                OTEL_LOGS_EXPORTER="none",
-                RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world),
-                LOCAL_WORLD_SIZE=str(world))
+                OTEL_LOGS_EXPORTER="none")
     full.update(env)
     return full
+
+
+def rank_env(stack, service: str, *, rank: int = 0, world: int = 1, **env: str) -> dict[str, str]:
+    """The environment of one rank of `service` on one host, exporting to the stack's agent
+    (`env` adds to or overrides it)."""
+    return job_env(stack, service, **{"RANK": str(rank), "LOCAL_RANK": str(rank),
+                                      "WORLD_SIZE": str(world),
+                                      "LOCAL_WORLD_SIZE": str(world), **env})
 
 
 def run_ranks(stack, instrument_bin: str, workdir: Path, service: str, *, world: int,
@@ -60,3 +67,30 @@ def run_ranks(stack, instrument_bin: str, workdir: Path, service: str, *, world:
             out, err = proc.communicate()
         results[rank] = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
     return results
+
+
+def _remote_writes(stack) -> dict[str, float] | None:
+    """Prometheus' count of remote-write requests by label set (code, ...); None before the
+    first one is counted (it is counted once answered, a moment after its samples show)."""
+    requests = stack.telemetry("prometheus").get("prometheus_http_requests_total", {})
+    return {labels: value for labels, value in requests.items()
+            if "/api/v1/write" in labels and value > 0} or None
+
+
+def assert_prometheus_rejected_nothing(stack, stack_module, timeout: float) -> None:
+    """No remote write answered 4xx/5xx, no out-of-order sample, nothing the agent gave up on.
+    Call once everything the test sent has arrived."""
+    try:
+        writes = stack.wait_for(lambda: _remote_writes(stack), timeout=timeout,
+                                what="remote writes counted by Prometheus")
+    except stack_module.StackError:
+        raise AssertionError("no remote write reached Prometheus") from None
+    rejected = {labels: value for labels, value in writes.items()
+                if re.search(r'code="[45]\d\d"', labels)}
+    assert not rejected, rejected
+    metrics = stack.telemetry("prometheus")
+    assert (stack_module.metric_total(metrics, "prometheus_tsdb_out_of_order_samples_total")
+            or 0.0) == 0
+    log = stack.log("agent", lines=100000).lower()
+    for needle in ("out of order", "out-of-order", "duplicate sample", "permanent error"):
+        assert needle not in log, stack.log("agent", lines=200)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 import uuid
 from pathlib import Path
 
@@ -11,7 +10,7 @@ import pytest
 import yaml
 
 import required_components
-from e2e_ranks import job_matcher, run_ranks
+from e2e_ranks import assert_prometheus_rejected_nothing, job_matcher, run_ranks
 from yeto_otel.names import exported_metric_names
 
 stack_module = required_components.stack_module()
@@ -148,38 +147,17 @@ def test_prometheus_has_the_census_per_rank(stack, run):
     assert len(node) == 1, node
 
 
-def _remote_writes(stack) -> dict[str, float] | None:
-    """Prometheus' count of remote-write requests by label set (code, ...); None before the
-    first one is counted (it is counted once answered, a moment after its samples show)."""
-    requests = stack.telemetry("prometheus").get("prometheus_http_requests_total", {})
-    return {labels: value for labels, value in requests.items()
-            if "/api/v1/write" in labels and value > 0} or None
-
-
 def test_no_sample_rejected(stack, run):
     service, _ = run
     # Let everything both ranks sent reach Prometheus first.
     stack.wait_for(lambda: stack.prometheus_query(
         f'yeto_process_memory_rss_bytes{{{job_matcher(service)}}}'), timeout=QUERY_TIMEOUT,
         what="census in Prometheus")
-    try:
-        writes = stack.wait_for(lambda: _remote_writes(stack), timeout=QUERY_TIMEOUT,
-                                what="remote writes counted by Prometheus")
-    except stack_module.StackError:
-        pytest.fail("no remote write reached Prometheus")
-    rejected = {labels: value for labels, value in writes.items()
-                if re.search(r'code="[45]\d\d"', labels) and value > 0}
-    assert not rejected, rejected
-    metrics = stack.telemetry("prometheus")
-    assert (stack_module.metric_total(metrics, "prometheus_tsdb_out_of_order_samples_total")
-            or 0.0) == 0
-    log = stack.log("agent", lines=100000).lower()
-    for needle in ("out of order", "out-of-order", "duplicate sample", "permanent error"):
-        assert needle not in log, stack.log("agent", lines=200)
+    assert_prometheus_rejected_nothing(stack, stack_module, QUERY_TIMEOUT)
 
 
 def test_prometheus_names_are_the_documented_ones(stack, run):
-    """Every metric the product exports arrives under the name yeto_otel.prometheus_names (and
+    """Every metric the product exports arrives under the name yeto_otel.names gives it (and
     docs/metrics.md, the alert rules and the dashboards) use, and nothing else does."""
     service, _ = run
     expected = set(exported_metric_names())
