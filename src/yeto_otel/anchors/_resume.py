@@ -35,19 +35,17 @@ LOAD_SPAN = names.RESUME_ANCHORS_LOAD.name
 FRAGMENT_EVENT = names.FRAGMENT_DONE.name
 
 
-class _Anonymous:
+def _anonymous_bytes() -> int | None:
     """This process's anonymous memory, read before the load and when the block ends.
 
     From /proc/self/status `RssAnon` (the kernel's counter, ~10 us), not smaps_rollup, which
     walks every mapping (~13 ms with torch imported, more with the anchors mapped) and would
     sit twice on the restart's critical path.
     """
-
-    def read(self) -> int | None:
-        try:
-            return read_kb_fields("/proc/self/status", {b"RssAnon": "anonymous"}).get("anonymous")
-        except ProcReadError:
-            return None
+    try:
+        return read_kb_fields("/proc/self/status", {b"RssAnon": "anonymous"}).get("anonymous")
+    except ProcReadError:
+        return None
 
 
 def _dtype_of(tensors: dict, recorded: str | None) -> str:
@@ -82,7 +80,7 @@ class ResumeAnchors:
     """The loaded anchors and their residency window. Use as a context manager (or `close()`)."""
 
     def __init__(self, *, path: str, tensors: dict, mode: str, file_size: int, span,
-                 probe: ResidencyProbe | None, anonymous: _Anonymous, anonymous_before: int | None,
+                 probe: ResidencyProbe | None, anonymous_before: int | None,
                  bytes_mapped: int = 0, gauges: _ResumeGauges | None = None):
         self.path = path
         self.load_mode = mode
@@ -90,7 +88,6 @@ class ResumeAnchors:
         self._tensors: dict | None = tensors
         self._span = span
         self._probe = probe
-        self._anonymous = anonymous
         self._anonymous_before = anonymous_before
         self._token = None
         self._fragments = 0
@@ -147,7 +144,7 @@ class ResumeAnchors:
             span.set_attribute(names.ANCHORS_BYTES_TOUCHED.name, touched)
         elif self._probe is not None and self._probe.error:
             span.set_attribute(names.ANCHORS_RESIDENCY_ERROR.name, self._probe.error)
-        anonymous_now = self._anonymous.read()
+        anonymous_now = _anonymous_bytes()
         if anonymous_now is not None and self._anonymous_before is not None:
             span.set_attribute(names.ANCHORS_ANONYMOUS_DELTA.name,
                                anonymous_now - self._anonymous_before)
@@ -188,8 +185,7 @@ def load_resume_anchors(path: str | os.PathLike, *, mode: str | None = None,
     # count torch's own import (~300 MB) as anchor memory.
     import torch  # noqa: F401
     tracer = trace.get_tracer("yeto_otel.anchors", __version__, tracer_provider)
-    anonymous = _Anonymous()
-    anonymous_before = anonymous.read()
+    anonymous_before = _anonymous_bytes()
     span = tracer.start_span(SPAN, attributes={names.ANCHORS_PATH.name: os.path.abspath(path)})
     try:
         with trace.use_span(span, end_on_exit=False, record_exception=False,
@@ -217,5 +213,5 @@ def load_resume_anchors(path: str | os.PathLike, *, mode: str | None = None,
     if probe is not None and residency is None:
         _log.warning("cannot measure the residency of %s: %s", path, probe.error)
     return ResumeAnchors(path=path, tensors=tensors, mode=mode, file_size=size, span=span,
-                         probe=probe, anonymous=anonymous, anonymous_before=anonymous_before,
+                         probe=probe, anonymous_before=anonymous_before,
                          bytes_mapped=bytes_mapped, gauges=_ResumeGauges(meter_provider))

@@ -12,6 +12,7 @@ from __future__ import annotations
 from opentelemetry import metrics
 from opentelemetry.sdk._configuration import _OTelSDKConfigurator
 from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
+from opentelemetry.sdk.resources import SERVICE_INSTANCE_ID
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from ..settings import load_settings, local_exporters_selected
@@ -50,7 +51,7 @@ class YetoConfigurator(_OTelSDKConfigurator):
         attributes.update(kwargs.pop("resource_attributes", None) or {})
         if local_exporters_selected():
             args, _ = local_exporter_args(settings.local_dir,
-                                          str(attributes["service.instance.id"]))
+                                          str(attributes[SERVICE_INSTANCE_ID]))
             kwargs["exporter_args_map"] = {**args, **(kwargs.get("exporter_args_map") or {})}
         kwargs.setdefault("export_span_processor", _span_processor)
         kwargs.setdefault("export_log_record_processor", _log_processor)

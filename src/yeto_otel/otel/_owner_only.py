@@ -22,6 +22,9 @@ __all__ = ["OwnerOnlyLogExporter", "OwnerOnlyMetricExporter", "OwnerOnlySpanExpo
 
 
 class _Owned:
+    """What the three wrappers share: the owner's pid, and `shutdown` / `force_flush` that
+    reach the wrapped exporter only in the owner (a child must not close the owner's files)."""
+
     def __init__(self, inner) -> None:
         self.inner = inner
         self.owner_pid = os.getpid()
@@ -29,10 +32,8 @@ class _Owned:
     def _here(self) -> bool:
         return os.getpid() == self.owner_pid
 
-
-class OwnerOnlySpanExporter(_Owned, SpanExporter):
-    def export(self, spans: Sequence) -> SpanExportResult:
-        return self.inner.export(spans) if self._here() else SpanExportResult.SUCCESS
+    def _export(self, batch, success):
+        return self.inner.export(batch) if self._here() else success
 
     def shutdown(self) -> None:
         if self._here():
@@ -40,18 +41,16 @@ class OwnerOnlySpanExporter(_Owned, SpanExporter):
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return self.inner.force_flush(timeout_millis) if self._here() else True
+
+
+class OwnerOnlySpanExporter(_Owned, SpanExporter):
+    def export(self, spans: Sequence) -> SpanExportResult:
+        return self._export(spans, SpanExportResult.SUCCESS)
 
 
 class OwnerOnlyLogExporter(_Owned, LogRecordExporter):
     def export(self, batch: Sequence) -> LogRecordExportResult:
-        return self.inner.export(batch) if self._here() else LogRecordExportResult.SUCCESS
-
-    def shutdown(self) -> None:
-        if self._here():
-            self.inner.shutdown()
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return self.inner.force_flush(timeout_millis) if self._here() else True
+        return self._export(batch, LogRecordExportResult.SUCCESS)
 
 
 class OwnerOnlyMetricExporter(_Owned, MetricExporter):

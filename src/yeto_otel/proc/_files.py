@@ -82,6 +82,18 @@ def parse_kb_fields(path: str, data: bytes, wanted: dict[bytes, str]) -> KbField
     return _parse_carefully(path, data, wanted)
 
 
+def _line_fields(text: bytes, key: bytes) -> list[bytes] | None:
+    """The fields after `key:` on its first line of `text` (which starts with a newline), or
+    None when there is no such line or it is cut (no newline after it)."""
+    start = text.find(b"\n" + key + b":")
+    if start < 0:
+        return None
+    end = text.find(b"\n", start + 1)
+    if end < 0:
+        return None  # cut mid-line
+    return text[start + len(key) + 2:end].split()
+
+
 def _well_formed_fields(data: bytes, keys) -> dict[bytes, int]:
     """Each key's first line, when it is complete (ends in a newline) and plain digits.
 
@@ -91,13 +103,7 @@ def _well_formed_fields(data: bytes, keys) -> dict[bytes, int]:
     text = b"\n" + data
     values: dict[bytes, int] = {}
     for key in keys:
-        start = text.find(b"\n" + key + b":")
-        if start < 0:
-            continue
-        end = text.find(b"\n", start + 1)
-        if end < 0:
-            continue  # cut mid-line
-        fields = text[start + len(key) + 2:end].split()
+        fields = _line_fields(text, key)
         if fields and fields[0].isdigit():
             values[key] = int(fields[0]) * (1024 if len(fields) > 1 and fields[1] == b"kB" else 1)
     return values
@@ -151,17 +157,13 @@ def read_kb_fields(path: str, wanted: dict[bytes, str]) -> dict[str, int]:
 
 def read_raw_field(path: str, key: bytes) -> bytes | None:
     """The first token after `key:` in a /proc file (e.g. `Umask` -> b"0022"), or None when
-    the file cannot be read or has no such line. For values that are not kB counts."""
+    the file cannot be read or has no complete such line. For values that are not kB counts."""
     proc_file = ProcFile(path)
     try:
-        data = b"\n" + proc_file.read()
+        data = proc_file.read()
     except ProcReadError:
         return None
     finally:
         proc_file.close()
-    start = data.find(b"\n" + key + b":")
-    if start < 0:
-        return None
-    end = data.find(b"\n", start + 1)
-    fields = data[start + len(key) + 2:end if end >= 0 else len(data)].split()
+    fields = _line_fields(b"\n" + data, key)
     return fields[0] if fields else None

@@ -84,24 +84,30 @@ def browser():
         browser.close()
 
 
+_CHART_STATE = """ids => ids.map(id => {
+    const el = document.getElementById(id);
+    return {id, svg: el.querySelectorAll('.main-svg').length,
+            traces: (el.data || []).length,
+            drawn: el.querySelectorAll('.scatterlayer .trace, .barlayer .trace').length,
+            height: el.getBoundingClientRect().height,
+            title: el.closest('section').querySelector('h2').textContent};
+})"""
+
+
+def _drawn_charts(page) -> tuple[list[str], list[dict]]:
+    """(the chart ids the page lists, each chart's state) once plotly has drawn every chart:
+    its svg, and at least half its traces (plotly draws in passes after the first svg)."""
+    charts = page.evaluate("document.body.dataset.charts.split(' ')")
+    page.wait_for_function(f"""ids => ({_CHART_STATE})(ids).every(
+        c => c.svg >= 1 && c.traces > 0 && c.drawn >= c.traces * 0.5)""", arg=charts)
+    return charts, page.evaluate(_CHART_STATE, charts)
+
+
 def test_page_renders_every_chart_offline(page_file, browser):
     page, errors, requests = _open_offline(browser, page_file)
-    charts = page.evaluate("document.body.dataset.charts.split(' ')")
+    charts, drawn = _drawn_charts(page)
     assert charts == EXPECTED_CHARTS
-    page.wait_for_function(
-        "ids => ids.every(id => document.getElementById(id)?.querySelector('.main-svg'))",
-        arg=charts)
-    page.wait_for_timeout(300)  # let plotly finish its post-render passes
-
     assert page.evaluate("document.querySelectorAll('.js-plotly-plot').length") == len(charts)
-    drawn = page.evaluate("""ids => ids.map(id => {
-        const el = document.getElementById(id);
-        return {id, svg: el.querySelectorAll('.main-svg').length,
-                traces: el.data.length,
-                drawn: el.querySelectorAll('.scatterlayer .trace, .barlayer .trace').length,
-                height: el.getBoundingClientRect().height,
-                title: el.closest('section').querySelector('h2').textContent};
-    })""", charts)
     for chart in drawn:
         assert chart["svg"] >= 1, chart
         assert chart["traces"] > 0 and chart["drawn"] >= chart["traces"] * 0.5, chart
@@ -163,18 +169,8 @@ def _open_offline(browser, page_file: Path):
 
 def test_workers_page_renders_and_groups_workers_by_rank(workers_page_file, browser):
     page, errors, requests = _open_offline(browser, workers_page_file)
-    charts = page.evaluate("document.body.dataset.charts.split(' ')")
+    charts, drawn = _drawn_charts(page)
     assert charts == WORKER_CHARTS
-    page.wait_for_function(
-        "ids => ids.every(id => document.getElementById(id)?.querySelector('.main-svg'))",
-        arg=charts)
-    page.wait_for_timeout(300)
-    drawn = page.evaluate("""ids => ids.map(id => {
-        const el = document.getElementById(id);
-        return {id, traces: el.data.length,
-                drawn: el.querySelectorAll('.scatterlayer .trace, .barlayer .trace').length,
-                height: el.getBoundingClientRect().height};
-    })""", charts)
     for chart in drawn:
         assert chart["traces"] > 0 and chart["drawn"] >= chart["traces"] * 0.5, chart
         assert chart["height"] > 300, chart
