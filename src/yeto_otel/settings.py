@@ -11,9 +11,8 @@ the distro and the command line) take their values as arguments and fall back to
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass
-from typing import Callable, Mapping
+from typing import Mapping
 
 __all__ = [
     "ANCHOR_DTYPES",
@@ -40,106 +39,12 @@ __all__ = [
 ]
 
 
-class SettingsError(ValueError):
-    """A setting has a value we cannot use. The message names it, the value and what is accepted."""
-
-    def __init__(self, name: str, value: str, accepted: str, why: str | None = None):
-        self.name = name
-        self.value = value
-        self.accepted = accepted
-        detail = f" ({why})" if why else ""
-        super().__init__(f"{name}={value!r} is not valid{detail}; accepted: {accepted}")
-
-
-@dataclass(frozen=True)
-class Setting:
-    name: str
-    default: str | None
-    accepted: str
-    description: str
-    parse: Callable[[str], object]
-
-
-def _parse_switch(value: str) -> bool:
-    if value in ("", "0"):
-        return False
-    if value == "1":
-        return True
-    raise ValueError("expected 0 or 1")
-
-
-_CALLABLE_REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
-
-# The named sources of YETO_OTEL_HOST_ALLOCATOR; anything else must be `module:function`.
-HOST_ALLOCATOR_CHOICES = ("auto", "cuda", "npu", "none")
-HOST_ALLOCATOR_ACCEPTED = ", ".join(f"`{c}`" for c in HOST_ALLOCATOR_CHOICES) + \
-    ", or `module:function`"
-
-
-def _parse_allocator(value: str) -> str:
-    if value in HOST_ALLOCATOR_CHOICES or _CALLABLE_REF.match(value):
-        return value
-    raise ValueError("expected " + HOST_ALLOCATOR_ACCEPTED.replace("`", ""))
-
-
-# Floating dtypes an anchor may be stored in, by torch's own names (torch.float32 -> "float32").
-ANCHOR_DTYPES = ("float32", "bfloat16", "float16", "float64")
-
-
-def _parse_anchor_dtype(value: str) -> str | None:
-    if value == "":
-        return None
-    if value in ANCHOR_DTYPES:
-        return value
-    raise ValueError("not an anchor dtype")
-
-
-def _parse_directory(value: str) -> str:
-    if not value:
-        raise ValueError("expected a directory path")
-    if "\x00" in value:
-        raise ValueError("contains a NUL character")
-    return value
-
-
-def _parse_node_metrics(value: str) -> str:
-    if value in ("auto", "on", "off"):
-        return value
-    raise ValueError("expected auto, on or off")
-
-
-def _parse_rank(value: str) -> int | None:
-    if value == "":
-        return None
-    if not (value.isascii() and value.isdigit()):
-        raise ValueError("expected a non-negative integer")
-    return int(value)
-
-
-def _parse_positive_rank(value: str) -> int | None:
-    number = _parse_rank(value)
-    if number == 0:
-        raise ValueError("must be at least 1")
-    return number
-
-
-def _parse_on_off(value: str) -> bool:
-    if value in ("on", "off"):
-        return value == "on"
-    raise ValueError("expected on or off")
-
-
-IDENTITY_OWNER = "YETO_OTEL_IDENTITY_OWNER"
-
-
-def _parse_identity_owner(value: str) -> tuple[int | None, int] | None:
-    """`<RANK>:<pid>` (`-:<pid>` without RANK): the process that reports under the identity."""
-    if value == "":
-        return None
-    rank, sep, pid = value.partition(":")
-    if not sep or not pid.isdigit() or not (rank == "-" or rank.isdigit()):
-        raise ValueError("expected <RANK>:<pid> or -:<pid>, as yeto-otel writes it")
-    return (None if rank == "-" else int(rank)), int(pid)
+from .setting_values import (
+    ANCHOR_DTYPES, HOST_ALLOCATOR_ACCEPTED, HOST_ALLOCATOR_CHOICES, IDENTITY_OWNER,
+    Setting, SettingsError, parse_allocator,
+    parse_anchor_dtype, parse_directory, parse_identity_owner, parse_node_metrics,
+    parse_on_off, parse_positive_rank, parse_rank, parse_switch,
+)
 
 
 SETTINGS: tuple[Setting, ...] = (
@@ -151,7 +56,7 @@ SETTINGS: tuple[Setting, ...] = (
         "when torch is imported and CUDA is initialised, else torch_npu when it is imported, else "
         "nothing; it never imports torch itself. `module:function` names a callable returning "
         "the flat stats dict (other accelerators, tests).",
-        _parse_allocator,
+        parse_allocator,
     ),
     Setting(
         "YETO_OTEL_NODE_METRICS",
@@ -160,7 +65,7 @@ SETTINGS: tuple[Setting, ...] = (
         "Whether this process observes the node-wide `yeto.node.*` metrics. `auto`: only the "
         "process whose `LOCAL_RANK` is 0 (or unset), so 8 ranks on a host do not report node "
         "memory 8 times.",
-        _parse_node_metrics,
+        parse_node_metrics,
     ),
     Setting(
         "YETO_OTEL_DATALOADER_WORKERS",
@@ -169,7 +74,7 @@ SETTINGS: tuple[Setting, ...] = (
         "`on`: each DataLoader worker of a rank reports its own process census (and its "
         "`torch.load` spans) as `<host>/rank-<RANK>/worker-<K>`, `K` the worker id, reused "
         "across epochs. `off`: workers are silent, like every other child process.",
-        _parse_on_off,
+        parse_on_off,
     ),
     Setting(
         "YETO_OTEL_LOCAL_DIR",
@@ -178,7 +83,7 @@ SETTINGS: tuple[Setting, ...] = (
         "Where telemetry goes when no exporter endpoint is configured (no `OTEL_EXPORTER_OTLP_*"
         "ENDPOINT`, no `OTEL_*_EXPORTER`): OTLP JSON lines files, one per signal and process, "
         "that `yeto-otel report` reads. Relative paths are from the working directory.",
-        _parse_directory,
+        parse_directory,
     ),
     Setting(
         "YETO_DILOCO_HOST_MEM_CENSUS",
@@ -186,7 +91,7 @@ SETTINGS: tuple[Setting, ...] = (
         "`0` or `1`",
         "`1`: `add_census_to_step_log` adds the host-memory census to the step log record on "
         "sync rank 0. Unset or `0`: the record is left exactly as it was.",
-        _parse_switch,
+        parse_switch,
     ),
     Setting(
         "YETO_DILOCO_ANCHOR_DTYPE",
@@ -196,7 +101,7 @@ SETTINGS: tuple[Setting, ...] = (
         "Unset: the tensors' own dtype (the broadcast dtype, FP32 for an int4/int8 push "
         "session). `bfloat16` halves resident anchors but rounds `local - anchor` and the "
         "resume's `global_new + (local - anchor_old)`: opt in knowingly.",
-        _parse_anchor_dtype,
+        parse_anchor_dtype,
     ),
     Setting(
         "YETO_DILOCO_RESUME_ANCHOR_MMAP",
@@ -204,7 +109,7 @@ SETTINGS: tuple[Setting, ...] = (
         "`0` or `1`",
         "`1`: `load_resume_anchors` maps the anchor file (`torch.load(mmap=True)`), so shards the "
         "resume never reads stay out of memory. `0`: read the whole file eagerly, as before.",
-        _parse_switch,
+        parse_switch,
     ),
     Setting(
         "RANK",
@@ -212,7 +117,7 @@ SETTINGS: tuple[Setting, ...] = (
         "an integer >= 0",
         "Global rank set by the launcher (torchrun). Becomes the `yeto.rank` resource attribute "
         "and part of `service.instance.id`.",
-        _parse_rank,
+        parse_rank,
     ),
     Setting(
         "LOCAL_RANK",
@@ -220,14 +125,14 @@ SETTINGS: tuple[Setting, ...] = (
         "an integer >= 0",
         "Rank within the host, set by the launcher. Becomes `yeto.local_rank`; decides which "
         "process reports node metrics under `YETO_OTEL_NODE_METRICS=auto`.",
-        _parse_rank,
+        parse_rank,
     ),
     Setting(
         "WORLD_SIZE",
         None,
         "an integer >= 1",
         "Number of ranks, set by the launcher. Becomes `yeto.world_size`.",
-        _parse_positive_rank,
+        parse_positive_rank,
     ),
     Setting(
         IDENTITY_OWNER,
@@ -236,7 +141,7 @@ SETTINGS: tuple[Setting, ...] = (
         "Not a setting for people: the process that reports under an identity (a rank) writes "
         "`<RANK>:<pid>` here, so the children that inherit its environment (spawned DataLoader "
         "workers, multiprocessing helpers) know they are not it and stay silent.",
-        _parse_identity_owner,
+        parse_identity_owner,
     ),
 )
 
