@@ -36,6 +36,7 @@ _FACES = {
     "load_resume_anchors": "anchors",
     "ResumeAnchors": "anchors",
     "AnchorLoadError": "anchors",
+    "AnchorSaveError": "anchors",
     "configure_telemetry": "otel",
     "Settings": "settings",
     "SettingsError": "settings",
@@ -59,7 +60,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # what type checkers and IDEs see
-    from .anchors import (AnchorLoadError, ResumeAnchors, load_resume_anchors,
+    from .anchors import (AnchorLoadError, AnchorSaveError, ResumeAnchors, load_resume_anchors,
                           save_resume_anchors)
     from .census import (CensusReader, CensusSnapshot, HostCacheReleasePolicy, Kind, Quantity,
                          ReleaseDecision, add_census_to_step_log)

@@ -148,3 +148,27 @@ def test_the_child_saves_normally_when_not_killed(tmp_path):
     assert child.returncode == 0, err
     assert out.split() == ["saving", "finished"]
     assert os.path.getsize(path) > NEW_SHARDS * MiB and _temp_files(tmp_path) == []
+
+
+@pytest.mark.parametrize("previous", [True, False], ids=["over_previous", "first_save"])
+def test_sigint_mid_write_is_a_keyboard_interrupt_and_keeps_the_previous_file(tmp_path,
+                                                                              previous):
+    path, digest = _previous(tmp_path) if previous else (tmp_path / "anchors.pt", None)
+    child = _spawn(path, "block", 8 * MiB)
+    try:
+        assert child.stdout.readline().strip() == "saving"
+        assert child.stdout.readline().strip() == "blocked", child.stderr.read()
+        child.send_signal(signal.SIGINT)
+        _, err = child.communicate(timeout=60)
+    finally:
+        child.kill()  # a no-op once it has ended
+        child.wait(timeout=60)
+    # Uncaught, a KeyboardInterrupt ends Python by SIGINT: what a launcher expects of Ctrl-C.
+    assert child.returncode == -signal.SIGINT, err
+    assert err.strip().splitlines()[-1] == "KeyboardInterrupt", err
+    assert _temp_files(tmp_path) == []
+    if previous:
+        _assert_previous_intact(path, digest)
+        assert os.listdir(tmp_path) == ["anchors.pt"]
+    else:
+        assert os.listdir(tmp_path) == []

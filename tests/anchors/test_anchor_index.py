@@ -53,3 +53,18 @@ def test_shapes_and_values_come_back_from_the_index(tmp_path):
 def test_nul_in_a_name_is_refused_at_save(tmp_path):
     with pytest.raises(ValueError, match="NUL"):
         save_resume_anchors(tmp_path / "a.pt", {"bad\x00name": torch.randn(2)})
+
+
+@pytest.mark.parametrize("tensors", [
+    {"": torch.randn(3)},  # joined, a lone "" is an empty string, as no names at all are
+    {"": torch.randn(3), "b": torch.randn(2)},
+    {"a": torch.randn(3), "": torch.randn(2, 2)},
+    {},
+], ids=["lone_empty_name", "empty_name_first", "empty_name_last", "no_anchors"])
+def test_empty_names_round_trip(tmp_path, tensors):
+    path = tmp_path / "a.pt"
+    save_resume_anchors(path, tensors)
+    with load_resume_anchors(path) as anchors:
+        assert list(anchors.tensors) == list(tensors)
+        for name, t in tensors.items():
+            assert torch.equal(anchors.tensors[name], t)

@@ -1,6 +1,9 @@
 """save_resume_anchors: dtype choice, page-aligned own-size storages, atomic write, file mode."""
 
 import os
+import signal
+import subprocess
+import sys
 import zipfile
 
 import pytest
@@ -222,8 +225,10 @@ def _leftovers(directory, keep):
     return sorted(set(os.listdir(directory)) - set(keep))
 
 
+@pytest.mark.parametrize("stop", [MemoryError, KeyboardInterrupt])
 @pytest.mark.parametrize("previous", [True, False], ids=["over_previous", "first_save"])
-def test_crash_mid_save_keeps_the_previous_file_and_no_temp(tmp_path, monkeypatch, previous):
+def test_crash_mid_save_keeps_the_previous_file_and_no_temp(tmp_path, monkeypatch, previous,
+                                                            stop):
     path = tmp_path / "anchors.pt"
     old = {"a": torch.randn(100)}
     if previous:
@@ -236,10 +241,10 @@ def test_crash_mid_save_keeps_the_previous_file_and_no_temp(tmp_path, monkeypatc
         f.write(b"PK\x03\x04 half an anchor file")
         f.flush()
         written.extend(n for n in os.listdir(tmp_path) if n != "anchors.pt")
-        raise MemoryError("killed mid-save")
+        raise stop("killed mid-save")
 
     monkeypatch.setattr(torch, "save", crashing_save)
-    with pytest.raises(MemoryError):
+    with pytest.raises(stop):
         save_resume_anchors(path, {"a": torch.randn(100), "b": torch.randn(5)})
     monkeypatch.setattr(torch, "save", real_save)
 
@@ -291,3 +296,57 @@ def test_saving_over_a_mapped_file_leaves_the_mapped_reader_its_values(tmp_path)
         assert os.stat(path).st_ino != mapped_inode
         assert same_bits(anchors.tensors["a"], old["a"])
     assert same_bits(_load(path)["a"], torch.zeros(16))
+
+
+MAPPED_READER = r"""
+import sys
+import torch
+from yeto_otel.anchors import load_resume_anchors, save_resume_anchors
+
+path, writer = sys.argv[1], sys.argv[2]
+save_resume_anchors(path, {"a": torch.ones(1 << 20)})
+with load_resume_anchors(path) as anchors:
+    if writer == "torch.save in place":
+        torch.save({"other": torch.zeros(3)}, path)
+    else:
+        save_resume_anchors(path, {"other": torch.zeros(3)})
+    print(float(anchors.tensors["a"].sum()))
+"""
+
+
+@pytest.mark.parametrize("writer", ["torch.save in place", "save_resume_anchors"])
+def test_only_an_in_place_rewrite_kills_a_mapped_reader(tmp_path, writer):
+    # What the docs warn of: a writer that truncates the file a rank has mapped (torch.save or
+    # open(..., "wb") on its path) makes the rank's next touch of a lost page SIGBUS.
+    result = subprocess.run([sys.executable, "-c", MAPPED_READER, str(tmp_path / "a.pt"), writer],
+                            capture_output=True, text=True, timeout=120)
+    if writer == "torch.save in place":
+        assert result.returncode == -signal.SIGBUS, result.stderr
+    else:
+        assert result.returncode == 0, result.stderr
+        assert float(result.stdout) == float(1 << 20)
+
+
+def test_ctrl_c_inside_torch_write_stays_a_keyboard_interrupt(tmp_path, monkeypatch):
+    # torch's zip writer turns an exception raised by the file's write() into its own
+    # RuntimeError ("enforce fail ... unexpected pos"); a Ctrl-C must come out as a Ctrl-C.
+    real_save = torch.save
+
+    class InterruptedWrites:
+        def __init__(self, f):
+            self.f, self.written = f, 0
+
+        def write(self, data):
+            self.written += memoryview(data).nbytes
+            if self.written > 64 * 1024:
+                raise KeyboardInterrupt
+            return self.f.write(data)
+
+        def flush(self):
+            self.f.flush()
+
+    monkeypatch.setattr(torch, "save", lambda obj, f, **kw: real_save(obj, InterruptedWrites(f),
+                                                                     **kw))
+    with pytest.raises(KeyboardInterrupt):
+        save_resume_anchors(tmp_path / "a.pt", {"a": torch.randn(256 * 1024)})
+    assert os.listdir(tmp_path) == []

@@ -5,7 +5,7 @@
 torch is imported only when these functions run.
 """
 
-from ._errors import AnchorLoadError
+from ._errors import AnchorLoadError, AnchorSaveError
 from ._load import EAGER, EAGER_FALLBACK, MMAP
 from ._resume import LOAD_MODES, ResumeAnchors, load_resume_anchors
 from ._save import save_resume_anchors
@@ -16,6 +16,7 @@ __all__ = [
     "LOAD_MODES",
     "MMAP",
     "AnchorLoadError",
+    "AnchorSaveError",
     "ResumeAnchors",
     "load_resume_anchors",
     "save_resume_anchors",

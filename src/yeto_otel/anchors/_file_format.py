@@ -88,11 +88,15 @@ def _from_index(content: Mapping, path) -> dict:
     try:
         storages = content["storages"]
         dtype_names = content["dtype_names"]
-        names = content["names"].split(NAME_SEPARATOR) if content["names"] else []
+        names = content["names"].split(NAME_SEPARATOR)
         columns = [content[key].tolist() for key in ("dtype_index", "offsets", "ndims", "dims")]
     except (KeyError, AttributeError, TypeError) as exc:
         raise AnchorLoadError(path, f"anchor index is incomplete or malformed ({exc})") from None
     dtype_index, offsets, ndims, dims = columns
+    if names == [""] and not dtype_index:
+        # "" joins both no names and one empty name (a lone anchor called ""): the index's
+        # length says which.
+        names = []
     if not (len(names) == len(dtype_index) == len(offsets) == len(ndims)
             and sum(ndims) == len(dims) and isinstance(dtype_names, list)
             and all(isinstance(storages.get(d), torch.Tensor) and storages[d].dim() == 1

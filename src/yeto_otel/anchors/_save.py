@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import tempfile
+import traceback
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from ..proc import read_raw_field
 from ..settings import load_settings, parse_setting
-from ._file_format import NAME_SEPARATOR, PAGE_BYTES, dtype_name, flat_layout, payload
+from ._errors import AnchorSaveError
+from ._file_format import (NAME_SEPARATOR, PAGE_BYTES, Layout, dtype_name, flat_layout,
+                           payload)
+from ._scratch import scratch_bytes, scratch_storages
+from ._space import NO_ROOM, describe_need, free_bytes, reserve, saved_size
 
 __all__ = ["save_resume_anchors"]
 
@@ -60,29 +67,6 @@ def _checked(name, tensor, dtype):
     return torch.empty(tensor.shape, dtype=dtype or tensor.dtype, device="meta")
 
 
-@contextlib.contextmanager
-def _flat_storages(totals: dict[str, int], directory: str):
-    """One flat tensor per dtype, backed by an unlinked scratch file in `directory`: copying
-    the anchors into it fills the page cache (reclaimable), not anonymous memory, which is
-    what a trainer saving tens of GiB of anchors can least afford."""
-    import torch
-
-    storages = {}
-    try:
-        for dtype, elements in totals.items():
-            fd, scratch = tempfile.mkstemp(prefix=".yeto-anchors-", suffix=".scratch",
-                                           dir=directory)
-            os.close(fd)
-            try:
-                storages[dtype] = torch.from_file(scratch, shared=True, size=elements,
-                                                  dtype=getattr(torch, dtype))
-            finally:
-                os.unlink(scratch)  # the mapping keeps the pages until the tensor is freed
-        yield storages
-    finally:
-        storages.clear()
-
-
 def save_resume_anchors(path: str | os.PathLike, tensors: Mapping[str, object], *,
                         dtype=None) -> None:
     """Write `tensors` (name -> tensor) as the anchor file at `path`.
@@ -90,6 +74,10 @@ def save_resume_anchors(path: str | os.PathLike, tensors: Mapping[str, object], 
     Anchor dtype: `dtype` (a torch.dtype or its name), else YETO_DILOCO_ANCHOR_DTYPE, else
     each tensor's own. The file appears under `path` only once complete (temp file in the
     same directory, fsync, rename), so a crash mid-save leaves the previous file, or none.
+    The save needs the file's size free in that directory and as much again for a scratch
+    copy (freed when it ends); it reserves both before writing. AnchorSaveError (an OSError)
+    when there is not room or the disk fails, naming the bytes needed and free; whatever
+    fails, no temp or scratch file is left behind.
     """
     if not isinstance(tensors, Mapping):
         raise TypeError("tensors must be a mapping of name -> tensor, got "
@@ -106,15 +94,74 @@ def save_resume_anchors(path: str | os.PathLike, tensors: Mapping[str, object], 
 
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
+    storage_bytes = scratch_bytes(layout.totals)
+    need = _Need(file_bytes=storage_bytes, scratch_bytes=storage_bytes)  # the file: at least
+    try:
+        _save(path, directory, tensors, _Plan(shapes, layout, recorded), need)
+    except (OSError, RuntimeError) as exc:
+        interruption = _interruption_in(exc)
+        if interruption is not None:
+            raise interruption from None
+        code = _os_error_code(exc)
+        if code is None or (code not in NO_ROOM and isinstance(exc, OSError)):
+            raise  # not about room, and already an OSError that names its file: as it is
+        # The traceback's frames (ours, torch's) still hold the scratch storages, whose mapping
+        # keeps the scratch's blocks: let them go, so that the free space reported is what the
+        # filesystem has without this save (the temp file is already gone).
+        for link in _chain(exc):
+            traceback.clear_frames(link.__traceback__)
+        raise _save_error(path, directory, need, code, exc) from exc
+    _fsync_directory(directory)
+
+
+@dataclass
+class _Plan:
+    shapes: dict
+    layout: Layout
+    recorded: str
+
+
+@dataclass
+class _Need:
+    """Bytes the save needs, filled in as they become known (for the error message)."""
+
+    file_bytes: int = 0
+    scratch_bytes: int = 0
+
+
+def _save(path: str, directory: str, tensors: Mapping, plan: _Plan, need: _Need) -> None:
+    with scratch_storages(plan.layout.totals, directory) as scratch:
+        content = payload(plan.shapes, plan.layout, scratch.storages, plan.recorded)
+        with _page_aligned_storages():
+            need.file_bytes = saved_size(content, scratch.nbytes)
+        free = free_bytes(directory)
+        if free is not None and free < need.file_bytes + need.scratch_bytes:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # before writing anything
+        scratch.reserve()
+        _write_file(path, directory, need.file_bytes, content,
+                    fill_scratch=lambda: _copy_into(scratch.storages, tensors, plan.layout))
+
+
+def _copy_into(storages: dict, tensors: Mapping, layout) -> None:
+    for source, dtype_, offset in zip(tensors.values(), layout.dtypes, layout.offsets):
+        source = source.detach()
+        storages[dtype_].narrow(0, offset, source.numel()).copy_(source.reshape(-1))
+
+
+def _write_file(path: str, directory: str, file_bytes: int, content, *, fill_scratch) -> None:
+    """Reserve the temp file, fill the scratch, write `content` from it into the temp file,
+    fsync, then rename it over `path`."""
+    import torch
+
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
     try:
-        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; give the file a normal mode
-        with os.fdopen(fd, "wb") as f, _flat_storages(layout.totals, directory) as storages:
-            for source, dtype_, offset in zip(tensors.values(), layout.dtypes, layout.offsets):
-                source = source.detach()
-                storages[dtype_].narrow(0, offset, source.numel()).copy_(source.reshape(-1))
+        with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), 0o666 & ~_umask())  # mkstemp makes 0600; give a normal mode
+            reserve(f.fileno(), file_bytes)
+            fill_scratch()
             with _page_aligned_storages():
-                torch.save(payload(shapes, layout, storages, recorded), f)
+                torch.save(content, f)
+            f.truncate()  # at the end written: the reservation may have been larger
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -122,7 +169,55 @@ def save_resume_anchors(path: str | os.PathLike, tensors: Mapping[str, object], 
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
-    _fsync_directory(directory)
+
+
+def _chain(exc: BaseException):
+    seen = set()
+    while exc is not None and id(exc) not in seen:  # a hand-made chain may loop
+        seen.add(id(exc))
+        yield exc
+        exc = exc.__cause__ or exc.__context__
+
+
+def _interruption_in(exc: BaseException) -> BaseException | None:
+    """A KeyboardInterrupt or SystemExit behind `exc`: torch's zip writer turns one raised while
+    it writes (a Ctrl-C mid-save) into a RuntimeError, which must not hide it."""
+    return next((e for e in _chain(exc) if not isinstance(e, Exception)), None)
+
+
+def _os_error_code(exc: BaseException) -> int | None:
+    """The errno behind `exc`: its own, or that of an OSError torch turned into a RuntimeError
+    (torch's zip writer reports a failed write as "[enforce fail at inline_container.cc...]
+    unexpected pos", chained to the OSError when there was one). None when it is no I/O error."""
+    for seen in _chain(exc):
+        if isinstance(seen, OSError) and seen.errno is not None:
+            return seen.errno
+    if isinstance(exc, RuntimeError) and "inline_container" in str(exc):
+        return errno.EIO
+    return None
+
+
+def _save_error(path: str, directory: str, need: _Need, code: int,
+                exc: BaseException) -> AnchorSaveError:
+    free = free_bytes(directory)
+    needed = need.file_bytes + need.scratch_bytes
+    short = free is not None and free < needed
+    if code == errno.EIO and short:
+        code = errno.ENOSPC  # torch's short write on a full disk, with no OSError to say so
+    if code not in NO_ROOM:
+        reason = f"{os.strerror(code)} ({_first_line(exc)})"
+    elif free is not None and not short:
+        reason = (f"{os.strerror(code)} in {directory}, though statvfs says {free} bytes are "
+                  f"free and the save needs {needed} (the rest is taken by the filesystem's own "
+                  "metadata, a quota, inodes or blocks kept in reserve)")
+    else:
+        reason = describe_need(directory, need.file_bytes, need.scratch_bytes, free)
+    return AnchorSaveError(path, reason, code=code, needed=needed or None, free=free)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _umask() -> int:
