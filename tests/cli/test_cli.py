@@ -71,3 +71,22 @@ def test_bad_setting_is_a_message_not_a_traceback():
 @pytest.mark.parametrize("args", [["census", "--watch", "0"], ["nonsense"]])
 def test_bad_arguments(args):
     assert run_cli(*args).returncode == 2
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--watch", "nan"], "argument --watch: 'nan' must be more than 0 and at most 86400 seconds"),
+    (["--watch", "inf"], "argument --watch: 'inf' must be more than 0"),
+    (["--watch", "1e400"], "argument --watch: '1e400' must be more than 0"),
+    (["--watch", "-1"], "argument --watch: '-1' must be more than 0"),
+    (["--watch", "0"], "argument --watch: '0' must be more than 0"),
+    (["--watch", "soon"], "argument --watch: 'soon' is not a number of seconds"),
+    (["--watch", "1", "--count", "-1"], "argument --count: '-1' must be at least 1"),
+    (["--watch", "1", "--count", "0"], "argument --count: '0' must be at least 1"),
+])
+def test_census_refuses_out_of_range_flags_in_one_line(args, message):
+    result = run_cli("census", *args)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith(
+        f"yeto-otel census: error: {message}")
+    assert result.stdout == ""  # refused before any snapshot is taken

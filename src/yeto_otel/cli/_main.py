@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
 from ..errors import UserFacingError
@@ -17,10 +18,31 @@ from . import _census
 __all__ = ["main"]
 
 
-def _positive(text: str) -> float:
-    value = float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError("must be > 0")
+# The longest --watch interval: a day (longer is not watching; it also keeps time.sleep far
+# from the largest interval it takes).
+_MAX_WATCH_SECONDS = 86_400
+
+
+def _interval(text: str) -> float:
+    """--watch SECONDS: a finite number of seconds, more than 0 and at most a day (NaN and
+    infinity are refused here, not by time.sleep with a traceback)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not (math.isfinite(value) and 0 < value <= _MAX_WATCH_SECONDS):
+        raise argparse.ArgumentTypeError(f"{text!r} must be more than 0 and at most "
+                                         f"{_MAX_WATCH_SECONDS} seconds")
+    return value
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
     return value
 
 
@@ -29,9 +51,9 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     census = commands.add_parser("census", help="print one snapshot of the host-memory census")
     census.add_argument("--json", action="store_true", help="one JSON object per snapshot")
-    census.add_argument("--watch", type=_positive, metavar="SECONDS",
+    census.add_argument("--watch", type=_interval, metavar="SECONDS",
                         help="repeat every SECONDS until interrupted")
-    census.add_argument("--count", type=int, metavar="N", help="with --watch: stop after N")
+    census.add_argument("--count", type=_count, metavar="N", help="with --watch: stop after N")
     census.set_defaults(run=_census.run)
 
     # demo and report live in their own modules; they import their heavier dependencies

@@ -191,6 +191,13 @@ def test_text_summary_is_readable(tmp_path):
     (["--steps", "-1"], "--steps -1 is not valid: must be at least 0"),
     (["--shards", "10"], "--shards 10 is too few"),
     (["--size", "1KiB"], "is too small for 1,869 FP32 shards"),
+    # sizes beyond what a float or the machine holds: refused before anything is allocated
+    (["--step-size", "1TiB"], "--step-size 1TiB is too large: the steps hold up to 4 of them "
+                              "(4.0 TiB) at once"),
+    (["--step-size", "1" + "0" * 400], "--step-size '10000000000000000000…' is too large "
+                                       "(at most 1,024.0 TiB)"),
+    (["--size", "2000TiB"], "--size '2000TiB' is too large (at most 1,024.0 TiB)"),
+    (["--seed", "9" * 30], f"--seed {'9' * 30} is not valid: must be at most 4,294,967,295"),
 ])
 def test_bad_flags_are_one_message(tmp_path, args, message):
     result = demo(tmp_path, tmp_path / "tel", *args)

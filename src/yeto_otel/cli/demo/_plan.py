@@ -9,13 +9,24 @@ import re
 import shutil
 import tempfile
 from dataclasses import dataclass
+from decimal import Decimal
 
 from ...errors import UserFacingError
 from ...proc import ProcReadError, read_kb_fields
 from ...units import format_bytes
 from ._anchors import FP32_BYTES, FRAGMENTS
 
-__all__ = ["AnchorDirectory", "Plan", "make_plan", "parse_size"]
+__all__ = ["AnchorDirectory", "Plan", "RELEASE_EVERY", "make_plan", "parse_size"]
+
+RELEASE_EVERY = 4  # the steps' sawtooth: memory held for 4 steps, then released
+# The largest size a flag takes: 1 PiB is past any machine's memory or disk (the room checks
+# refuse far less), and keeps every size an exact integer far inside 64 bits.
+_MAX_SIZE = 2**50
+# The largest seed: the anchors' generator seeds are derived from it and must stay in 64 bits.
+_MAX_SEED = 2**32 - 1
+# What the memory the demo holds may take of MemAvailable: the rest is for the trainer-like
+# state; pushing the machine into swap or the OOM killer would end the demo, not show it.
+_MEMORY_SHARE = 0.8
 
 _UNITS = {
     "": 1, "b": 1,
@@ -34,7 +45,12 @@ def parse_size(text: str, flag: str = "--size") -> int:
     if match is None or unit not in _UNITS:
         raise UserFacingError(f"{flag} {text!r} is not a size; use e.g. 64MiB, 256MiB, 1GiB "
                               "(units B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)")
-    return int(float(match.group(1)) * _UNITS[unit])
+    size = Decimal(match.group(1)) * _UNITS[unit]  # exact: no float to overflow or round
+    if size > _MAX_SIZE:
+        shown = text if len(text) <= 24 else text[:20] + "…"
+        raise UserFacingError(f"{flag} {shown!r} is too large (at most "
+                              f"{format_bytes(_MAX_SIZE)})")
+    return int(size)
 
 
 @dataclass(frozen=True)
@@ -53,13 +69,15 @@ class Plan:
     json: bool
 
 
-def _integer(text: str, flag: str, minimum: int) -> int:
+def _integer(text: str, flag: str, minimum: int, maximum: int | None = None) -> int:
     try:
         value = int(str(text).strip())
     except ValueError:
         raise UserFacingError(f"{flag} {text!r} is not an integer") from None
     if value < minimum:
         raise UserFacingError(f"{flag} {value} is not valid: must be at least {minimum}")
+    if maximum is not None and value > maximum:
+        raise UserFacingError(f"{flag} {value} is not valid: must be at most {maximum:,}")
     return value
 
 
@@ -98,8 +116,9 @@ def make_plan(args: argparse.Namespace) -> Plan:
     size, shards = _anchor_shape(args)
     steps = _integer(args.steps, "--steps", 0)
     step_size = parse_size(args.step_size, "--step-size")
+    _check_step_memory(args.step_size, step_size)
     step_seconds = _step_seconds(args.step_seconds)
-    seed = _integer(args.seed, "--seed", 0)
+    seed = _integer(args.seed, "--seed", 0, _MAX_SEED)
     rank, world = _rank_and_world(args)
     return Plan(size=size, shards=shards, steps=steps, step_size=step_size,
                 step_seconds=step_seconds, seed=seed, directory=args.dir, keep=args.keep,
@@ -118,6 +137,18 @@ def _mem_available() -> int | None:
         return None
 
 
+def _check_step_memory(text: str, step_size: int) -> None:
+    """The steps hold up to RELEASE_EVERY steps' memory at once: refuse a --step-size whose
+    teeth would not fit (a failed allocation deep in the steps would be a traceback)."""
+    held = step_size * RELEASE_EVERY
+    available = _mem_available()
+    if available is not None and held > available * _MEMORY_SHARE:
+        raise UserFacingError(
+            f"--step-size {text} is too large: the steps hold up to {RELEASE_EVERY} of them "
+            f"({format_bytes(held)}) at once, and only {format_bytes(available)} is available; "
+            "use a smaller --step-size")
+
+
 def _check_room(directory: str, file_bytes: int, plan: Plan) -> None:
     try:
         free = shutil.disk_usage(directory).free
@@ -131,9 +162,7 @@ def _check_room(directory: str, file_bytes: int, plan: Plan) -> None:
             "another --dir")
     if plan.compare_eager:
         available = _mem_available()
-        # Leave a fifth for the trainer-like state and the steps: an eager read that pushes
-        # the machine into swap or the OOM killer would end the demo, not demonstrate anything.
-        if available is not None and file_bytes > available * 0.8:
+        if available is not None and file_bytes > available * _MEMORY_SHARE:
             raise UserFacingError(
                 f"--compare-eager would read {format_bytes(file_bytes)} into memory but only "
                 f"{format_bytes(available)} is available; use a smaller --size")

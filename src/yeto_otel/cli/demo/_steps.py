@@ -13,12 +13,10 @@ from ... import names
 from ...census import ANONYMOUS, RSS, CensusReader, HostCacheReleasePolicy, add_census_to_step_log
 from ...settings import Settings
 from ...units import format_bytes
-from ._plan import Plan
+from ._plan import RELEASE_EVERY, Plan
 from ._progress import Progress
 
 __all__ = ["RELEASE_EVERY", "run_steps"]
-
-RELEASE_EVERY = 4  # the sawtooth: memory held for 4 steps, then released
 
 
 def _pinned_available() -> bool:

@@ -20,9 +20,12 @@ and draws, with plotly (imported only here; plotly.js is embedded, so the page o
   vs touched per restart and rank;
 - the step log: the host_mem.* levels over step and the last records of each step-log file.
 
-Corrupt lines are skipped and counted (on the page and in a warning); empty files are only
-counted (a process that had nothing of a signal leaves one); a directory with nothing usable is
-an error, as are a missing directory and an unwritable output.
+Damaged lines (not JSON, half-written, longer than the reader's bound: never read whole) are
+skipped and counted, and so is a record with one bad value (a time out of range, an integer
+beyond 64 bits): on the page and in a warning, never the page. Empty files are only counted (a
+process that had nothing of a signal leaves one); a directory with nothing usable is an error,
+as are a missing directory, an unwritable output and an output that is not a regular file or
+a new path (a FIFO, a device node, a symbolic link, a directory).
 
 Inside: `_telemetry` reads the files into series, spans and step records, with the process
 (file) each came from; `_roster` tells ranks, their launches and their workers apart and names

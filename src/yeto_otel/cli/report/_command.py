@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import stat
 import sys
 import tempfile
 from pathlib import Path
 
 from ...errors import UserFacingError
+from ._header import skipped_records
 from ._page import build_html
 from ._telemetry import PATTERNS, Telemetry, load_telemetry
 
@@ -34,11 +36,37 @@ def _check_directory(directory: Path) -> None:
         raise UserFacingError(f"report: {directory} cannot be read (permission denied)")
 
 
-def _output_path(args: argparse.Namespace, directory: Path) -> Path:
-    output = Path(args.output).expanduser() if args.output else directory / "report.html"
-    if output.is_dir():
+# What the page must never be renamed over: it would replace the thing itself with a regular
+# file (as root, `-o /dev/null` would break the machine; a FIFO's reader would never see it).
+_NOT_A_FILE = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a FIFO"),
+               (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+               (stat.S_ISSOCK, "a socket"))
+
+
+def _check_output(output: Path) -> None:
+    """Refuse an output that exists and is not a regular file (judged by lstat: a symbolic link
+    is refused whatever it points at, since the page would replace the link)."""
+    try:
+        mode = os.lstat(output).st_mode
+    except FileNotFoundError:
+        return  # a new path
+    except OSError as exc:
+        raise UserFacingError(f"report: cannot write {output}: {exc.strerror or exc}") from None
+    if stat.S_ISDIR(mode):
         raise UserFacingError(f"report: -o {output} is a directory; give a file name, "
                               f"e.g. {output / 'report.html'}")
+    for test, kind in _NOT_A_FILE:
+        if test(mode):
+            raise UserFacingError(f"report: {output} is {kind}, not a regular file; give a "
+                                  "new path or a regular file to replace")
+    if not stat.S_ISREG(mode):
+        raise UserFacingError(f"report: {output} is not a regular file; give a new path or a "
+                              "regular file to replace")
+
+
+def _output_path(args: argparse.Namespace, directory: Path) -> Path:
+    output = Path(args.output).expanduser() if args.output else directory / "report.html"
+    _check_output(output)
     parent = output.parent if str(output.parent) else Path(".")
     if not parent.is_dir():
         raise UserFacingError(f"report: cannot write {output}: directory {parent} does not "
@@ -52,6 +80,7 @@ def _nothing_usable(data: Telemetry) -> UserFacingError:
     if data.bad_lines:
         details.append(f"{len(data.bad_lines)} corrupt line(s) skipped, e.g. "
                        f"{data.bad_lines[0]}")
+    details += skipped_records(data)
     if data.empty_files:
         details.append(f"{len(data.empty_files)} of {found} file(s) empty")
     if data.unreadable:
@@ -91,6 +120,7 @@ def _write(page: str, output: Path) -> None:
             with os.fdopen(handle, "w", encoding="utf-8") as out:
                 out.write(page)
             os.chmod(temp, 0o644)  # mkstemp makes it 0600; a page is for others to open too
+            _check_output(output)  # again: something may have been put there meanwhile
             os.replace(temp, output)
         except BaseException:
             os.unlink(temp)
@@ -106,6 +136,8 @@ def _warn(data: Telemetry) -> None:
         print(f"yeto-otel: warning: skipped {len(data.bad_lines)} corrupt line(s) in "
               f"{', '.join(files)} (first: {data.bad_lines[0]}); the page lists them",
               file=sys.stderr)
+    for line in skipped_records(data):
+        print(f"yeto-otel: warning: {line}; the page says so too", file=sys.stderr)
     if data.unreadable:
         print(f"yeto-otel: warning: could not read {'; '.join(data.unreadable)}",
               file=sys.stderr)

@@ -18,7 +18,7 @@ from ._roster import Launch, Roster
 from ._steplog_table import STEPLOG_TABLE_ID
 from ._telemetry import Telemetry
 
-__all__ = ["header"]
+__all__ = ["header", "skipped_records"]
 
 # How many corrupt lines and not-plotted names the header lists (the counts are complete).
 _LISTED_BAD_LINES = 20
@@ -144,6 +144,7 @@ def _skipped(data: Telemetry) -> str:
         skipped.append(f"<span class=warn>{len(bad)} corrupt "
                        f"line{'s' if len(bad) != 1 else ''} skipped</span>"
                        f"<ul>{first}{more}</ul>")
+    skipped += [f"<span class=warn>{esc(line)}</span>" for line in skipped_records(data)]
     if data.unreadable:
         skipped.append("<span class=warn>unreadable:</span> " +
                        ", ".join(esc(u) for u in data.unreadable))
@@ -152,6 +153,18 @@ def _skipped(data: Telemetry) -> str:
         skipped.append("not plotted: " + ", ".join(
             f"{esc(k)} ×{v}" for k, v in sorted(not_plotted.items())[:_LISTED_NOT_PLOTTED]))
     return "<br>".join(skipped) if skipped else "nothing"
+
+
+def skipped_records(data: Telemetry) -> list[str]:
+    """One line per reason a record (a point, a span, a step record) was skipped for a bad
+    value: `3 metric points skipped: asInt is outside the 64-bit integer range (first at
+    metrics-x.jsonl:2)`."""
+    lines = []
+    for reason, (count, first) in sorted(data.skipped.items()):
+        what, _, why = reason.partition(": ")
+        lines.append(f"{count} {what}{'s' if count != 1 else ''} skipped: {why} "
+                     f"(first at {first})")
+    return lines
 
 
 def _not_plotted(data: Telemetry) -> dict[str, int]:

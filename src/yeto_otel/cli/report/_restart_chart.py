@@ -83,14 +83,22 @@ def _hover(inst: str, span: Span, load: list[Span]) -> str:
         f"<b>{esc(inst)}</b> — restart at {when(span.start_ns)[11:23]} UTC",
         f"load mode: {esc(a.get(names.ANCHORS_LOAD_MODE.name, '?'))}, dtype "
         f"{esc(a.get(names.ANCHORS_DTYPE.name, '?'))}, "
-        f"{a.get(names.ANCHORS_TENSOR_COUNT.name, '?')} tensors",
+        f"{esc(a.get(names.ANCHORS_TENSOR_COUNT.name, '?'))} tensors",
         f"window {duration(span.end_ns - span.start_ns)}" +
         (f", load {duration(load[0].end_ns - load[0].start_ns)}" if load else ""),
-        f"file size {human_bytes(a.get(names.ANCHORS_FILE_SIZE.name))}",
-        f"mapped {human_bytes(mapped)}, touched {human_bytes(touched)}{share}",
-        f"anonymous delta {human_bytes(a.get(names.ANCHORS_ANONYMOUS_DELTA.name))}",
-        f"fragments done: {a.get(names.ANCHORS_FRAGMENTS_DONE.name, '-')}",
+        f"file size {_bytes(a.get(names.ANCHORS_FILE_SIZE.name))}",
+        f"mapped {_bytes(mapped)}, touched {_bytes(touched)}{share}",
+        f"anonymous delta {_bytes(a.get(names.ANCHORS_ANONYMOUS_DELTA.name))}",
+        f"fragments done: {esc(a.get(names.ANCHORS_FRAGMENTS_DONE.name, '-'))}",
         f"path: {esc(a.get(names.ANCHORS_PATH.name, '?'))}",
         f"<b>ERROR</b>: {esc(span.error)}" if span.error else "",
         f"residency not measured: {esc(residency_error)}"
         if names.ANCHORS_RESIDENCY_ERROR.name in a else ""]))
+
+
+def _bytes(value) -> str:
+    """An attribute that should hold bytes: sized when it is an integer, else shown as it came
+    (another writer's string or double is not ours to guess at)."""
+    if is_int(value):
+        return human_bytes(value)
+    return "-" if value is None else esc(value)[:40]

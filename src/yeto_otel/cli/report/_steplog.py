@@ -9,13 +9,13 @@ from ._format import DASHES, RANK_COLORS, byte_scale, esc, number
 from ._names import (STEP_LOG_ALLOCATOR_PART, STEP_LOG_ALLOCATOR_PREFIX, STEP_LOG_NODE_PREFIX,
                      STEP_LOG_PREFIX, allocator_flag_key)
 from ._roster import Roster
-from ._telemetry import Telemetry
+from ._telemetry import STEP_FIELD, TIME_FIELD, Telemetry
 
 __all__ = ["STEP_KEYS", "STEP_RECORD_FIELDS", "step_log_files", "steplog_chart", "steplog_level"]
 
 STEP_KEYS = {m.step_log_key: m for m in CENSUS if m.step_log_key}
 # A step record's own fields (not census keys), and what the demo trainer adds to them.
-STEP_RECORD_FIELDS = _STEP, _TIME = "step", "time_unix_nano"
+STEP_RECORD_FIELDS = _STEP, _TIME = STEP_FIELD, TIME_FIELD
 _EXTRA = ("loss",)
 
 

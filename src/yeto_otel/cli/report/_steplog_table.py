@@ -87,6 +87,8 @@ def _cell_text(key: str, value) -> str:
         return f"{value:,.4g}"
     if is_int(value):
         return f"{value:,}"
+    if isinstance(value, (dict, list)):  # never spelled out: it may be nested past repr's reach
+        return "{…}" if isinstance(value, dict) else "[…]"
     return esc(value)[:60]
 
 

@@ -15,13 +15,17 @@ from ...otel import (CUMULATIVE, DELTA, BadBatch, BadLine, LogRecord, Span, log_
 from ._format import is_int
 from ._names import HOST_NAME, RANK_ATTRIBUTE, SERVICE_INSTANCE_ID
 
-__all__ = ["PATTERNS", "Point", "Series", "Telemetry", "kind_of", "load_telemetry", "plotted",
-           "process_key", "rates"]
+__all__ = ["PATTERNS", "STEP_FIELD", "TIME_FIELD", "Point", "Series", "Telemetry", "kind_of",
+           "load_telemetry", "plotted", "process_key", "rates"]
 
 PATTERNS = {"metrics": "metrics-*.jsonl", "traces": "traces-*.jsonl", "logs": "logs-*.jsonl",
             "steplog": "steplog-*.jsonl"}
 
 _KIND_OF = {m.name: m.kind for m in CENSUS + (CENSUS_ERRORS,)}
+# A step record's own fields (the rest are the trainer's and the census's values).
+STEP_FIELD, TIME_FIELD = "step", "time_unix_nano"
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+_MAX_NANOS = (1 << 64) - 1
 
 
 @dataclass(frozen=True)
@@ -110,6 +114,9 @@ class Telemetry:
     empty_files: list[Path] = field(default_factory=list)
     unreadable: list[str] = field(default_factory=list)
     bad_lines: list[BadLine] = field(default_factory=list)
+    # records skipped for one bad value, in lines that were read: reason -> [count, where the
+    # first was (file:line)]
+    skipped: dict[str, list] = field(default_factory=dict)
     series: dict[tuple, Series] = field(default_factory=dict)
     resources: dict[str, dict] = field(default_factory=dict)  # instance -> resource attributes
     spans: list[tuple[str, Span]] = field(default_factory=list)  # (instance, span)
@@ -187,19 +194,29 @@ def _read(path: Path, data: Telemetry) -> list[tuple[int, object]]:
 
 
 # What a JSON value that is not an OTLP batch raises in the parsers: the line is skipped.
-_PARSE_ERRORS = (BadBatch, ValueError, TypeError, AttributeError, KeyError)
+_PARSE_ERRORS = (BadBatch, ValueError, TypeError, AttributeError, KeyError, OverflowError,
+                 RecursionError)
+
+
+def _skip(data: Telemetry, reason: str, path: Path, number: int) -> None:
+    found = data.skipped.setdefault(reason, [0, f"{path.name}:{number}"])
+    found[0] += 1
 
 
 def _batches(data: Telemetry, signal: str, parse):
     """(path, parse(batch)) for every line of the signal's files that parses; the others are
-    recorded in `data.bad_lines` and skipped."""
+    recorded in `data.bad_lines` and skipped. A record with one bad value is skipped alone and
+    counted in `data.skipped`."""
     for path in data.files[signal]:
         for number, batch in _read(path, data):
+            skipped: list[str] = []
             try:
-                parsed = parse(batch)
+                parsed = parse(batch, skipped)
             except _PARSE_ERRORS as exc:
                 data.bad_lines.append(BadLine(path, number, f"not an OTLP {signal} batch: {exc}"))
                 continue
+            for reason in skipped:
+                _skip(data, reason, path, number)
             data.lines[path] = data.lines.get(path, 0) + 1
             yield path, parsed
 
@@ -251,9 +268,27 @@ def _load_metrics(data: Telemetry) -> None:
 def _load_steps(data: Telemetry) -> None:
     for path in data.files["steplog"]:
         for number, record in _read(path, data):
-            if not isinstance(record, dict) or not is_int(record.get("step")):
+            if not isinstance(record, dict) or not is_int(record.get(STEP_FIELD)):
                 data.bad_lines.append(BadLine(path, number,
                                               "not a step record (an object with an int 'step')"))
                 continue
             data.lines[path] = data.lines.get(path, 0) + 1
+            reason = _bad_step_value(record)
+            if reason is not None:
+                _skip(data, f"step record: {reason}", path, number)
+                continue
             data.steps.append((path.stem, record))
+
+
+def _bad_step_value(record: dict) -> str | None:
+    """Why a step record cannot be drawn (its step or time out of range, an integer no chart
+    can hold), or None. NaN and infinite floats stay: a NaN loss is worth seeing in the table,
+    and the charts leave non-finite values out."""
+    if not _INT64[0] <= record[STEP_FIELD] <= _INT64[1]:
+        return f"{STEP_FIELD} is outside the 64-bit integer range"
+    if TIME_FIELD in record and not (is_int(record[TIME_FIELD]) and
+                                     0 <= record[TIME_FIELD] <= _MAX_NANOS):
+        return f"{TIME_FIELD} is not a time in unix nanoseconds (0 to 2^64-1)"
+    if any(is_int(v) and not _INT64[0] <= v <= _INT64[1] for v in record.values()):
+        return "a value is outside the 64-bit integer range"
+    return None
