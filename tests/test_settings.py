@@ -11,6 +11,7 @@ from yeto_otel.settings import (
     Settings,
     SettingsError,
     apply_otel_defaults,
+    check_sdk_variables,
     load_settings,
 )
 
@@ -21,6 +22,8 @@ ACCEPTED = {
         ("mod:Class.method", "mod:Class.method"), ("_m:_f", "_m:_f"),
         ("  cuda\n", "cuda"),
     ],
+    "YETO_OTEL_ALLOCATOR_TIMEOUT": [("100", 100), ("1", 1), ("60000", 60000), (" 250 ", 250)],
+    "YETO_OTEL_EXIT_FLUSH_TIMEOUT": [("3000", 3000), ("0", 0), ("30000", 30000), (" 500 ", 500)],
     "YETO_OTEL_NODE_METRICS": [("auto", "auto"), ("on", "on"), ("off", "off"), (" off ", "off")],
     "YETO_DILOCO_HOST_MEM_CENSUS": [("0", False), ("1", True), ("", False), (" 1 ", True)],
     "YETO_OTEL_LOCAL_DIR": [("yeto-telemetry", "yeto-telemetry"), ("/tmp/x y", "/tmp/x y"),
@@ -28,30 +31,38 @@ ACCEPTED = {
     "YETO_DILOCO_ANCHOR_DTYPE": [("float32", "float32"), ("bfloat16", "bfloat16"),
                                  ("float16", "float16"), ("float64", "float64"), ("", None)],
     "YETO_DILOCO_RESUME_ANCHOR_MMAP": [("0", False), ("1", True), ("", False)],
-    "RANK": [("0", 0), ("7", 7), ("1023", 1023), ("", None), (" 3 ", 3)],
-    "LOCAL_RANK": [("0", 0), ("3", 3), ("", None)],
-    "WORLD_SIZE": [("1", 1), ("8", 8), ("4096", 4096), ("", None)],
+    "RANK": [("0", 0), ("7", 7), ("1023", 1023), ("", None), (" 3 ", 3),
+             ("2147483647", 2147483647), ("0007", 7)],
+    "LOCAL_RANK": [("0", 0), ("3", 3), ("", None), ("2147483647", 2147483647)],
+    "WORLD_SIZE": [("1", 1), ("8", 8), ("4096", 4096), ("", None), ("2147483647", 2147483647)],
     "YETO_OTEL_DATALOADER_WORKERS": [("on", True), ("off", False), (" off ", False)],
     "YETO_OTEL_IDENTITY_OWNER": [("3:4242", (3, 4242)), ("-:17", (None, 17)), ("", None)],
 }
 
 REJECTED = {
+    "YETO_OTEL_EXIT_FLUSH_TIMEOUT": ["", "-1", "30001", "1.5", "3s", "inf", "9" * 400],
     "YETO_OTEL_HOST_ALLOCATOR": ["", "CUDA", "Auto", "torch", "rocm", "mod:", ":fn", "1mod:fn",
                                  "mod:fn()", "mod::fn", "mod:fn:x", "mod fn", "mod-x:fn"],
+    "YETO_OTEL_ALLOCATOR_TIMEOUT": ["", "0", "-5", "60001", "1.5", "100ms", "inf", "1e3",
+                                    "9" * 400],
     "YETO_OTEL_NODE_METRICS": ["", "ON", "1", "0", "yes", "true", "auto,on"],
     "YETO_DILOCO_HOST_MEM_CENSUS": ["true", "yes", "2", "on", "01", "-1"],
     "YETO_OTEL_LOCAL_DIR": ["", "   "],
     "YETO_DILOCO_ANCHOR_DTYPE": ["fp32", "bf16", "int8", "torch.float32", "Float32", "float"],
     "YETO_DILOCO_RESUME_ANCHOR_MMAP": ["yes", "true", "2", "off"],
-    "RANK": ["-1", "abc", "1.5", "0x1", "1e3", "one"],
-    "LOCAL_RANK": ["-3", "x", "2.0"],
-    "WORLD_SIZE": ["0", "-2", "x", "8.0"],
+    # Beyond what torch.distributed takes (a 32-bit int), int64, and Python's int() digit cap.
+    "RANK": ["-1", "abc", "1.5", "0x1", "1e3", "one", "2147483648", "9223372036854775808",
+             "99999999999999999999", "9" * 5000, "\u0663"],
+    "LOCAL_RANK": ["-3", "x", "2.0", "2147483648", "18446744073709551616"],
+    "WORLD_SIZE": ["0", "-2", "x", "8.0", "2147483648", "1" + "0" * 30],
     "YETO_OTEL_DATALOADER_WORKERS": ["", "1", "yes", "ON", "true"],
     "YETO_OTEL_IDENTITY_OWNER": ["4242", "3:", ":4242", "x:1", "3:4a", "-1:2", "3:4:5"],
 }
 
 FIELD = {
     "YETO_OTEL_HOST_ALLOCATOR": "host_allocator",
+    "YETO_OTEL_ALLOCATOR_TIMEOUT": "allocator_timeout_ms",
+    "YETO_OTEL_EXIT_FLUSH_TIMEOUT": "exit_flush_timeout_ms",
     "YETO_OTEL_NODE_METRICS": "node_metrics",
     "YETO_DILOCO_HOST_MEM_CENSUS": "step_log_census",
     "YETO_OTEL_LOCAL_DIR": "local_dir",
@@ -107,7 +118,8 @@ def test_defaults_match_the_table():
                         "YETO_OTEL_LOCAL_DIR": "yeto-telemetry",
                         "YETO_DILOCO_RESUME_ANCHOR_MMAP": "1", "RANK": None, "LOCAL_RANK": None,
                         "WORLD_SIZE": None, "YETO_OTEL_DATALOADER_WORKERS": "on",
-                        "YETO_OTEL_IDENTITY_OWNER": None}
+                        "YETO_OTEL_IDENTITY_OWNER": None, "YETO_OTEL_ALLOCATOR_TIMEOUT": "100",
+                        "YETO_OTEL_EXIT_FLUSH_TIMEOUT": "3000"}
 
 
 def test_every_setting_is_documented():
@@ -169,3 +181,66 @@ def test_apply_otel_defaults_fills_only_what_is_unset():
     assert env["OTEL_LOGS_EXPORTER"] == "otlp"
     assert env["OTEL_METRIC_EXPORT_INTERVAL"] == "10000"
     assert set(env) == set(OTEL_DEFAULTS)
+
+
+@pytest.mark.parametrize("rank, world, ok", [("0", "1", True), ("3", "4", True), ("4", "4", False),
+                                             ("9", "4", False), ("7", "", True), ("", "2", True)])
+def test_rank_is_below_world_size_when_both_are_set(rank, world, ok):
+    env = {"RANK": rank, "WORLD_SIZE": world}
+    if ok:
+        assert load_settings(env).rank == (int(rank) if rank else None)
+        return
+    with pytest.raises(SettingsError) as info:
+        load_settings(env)
+    assert info.value.name == "RANK"
+    assert str(info.value).startswith(f"RANK={rank!r} is not valid (WORLD_SIZE is {world}")
+
+
+SDK_ACCEPTED = [
+    {}, {"OTEL_METRIC_EXPORT_INTERVAL": "10000"}, {"OTEL_METRIC_EXPORT_INTERVAL": "0.5"},
+    {"OTEL_METRIC_EXPORT_INTERVAL": ""}, {"OTEL_METRIC_EXPORT_TIMEOUT": " 30000 "},
+    {"OTEL_BSP_SCHEDULE_DELAY": "5000", "OTEL_BLRP_MAX_QUEUE_SIZE": "2048"},
+    {"OTEL_EXPORTER_OTLP_TIMEOUT": "10"}, {"OTEL_EXPORTER_OTLP_METRICS_TIMEOUT": "2.5"},
+    {"OTEL_TRACES_EXPORTER": "none"}, {"OTEL_TRACES_EXPORTER": "NONE"},
+    {"OTEL_METRICS_EXPORTER": "console,otlp_json_file"}, {"OTEL_LOGS_EXPORTER": " otlp "},
+    {"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"},
+    {"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "grpc",
+     "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"},  # the signal's own protocol wins
+    {"OTEL_METRICS_EXPORTER": "otlp_proto_http"},
+]
+
+SDK_REJECTED = [
+    ("OTEL_METRIC_EXPORT_INTERVAL", "0"), ("OTEL_METRIC_EXPORT_INTERVAL", "-1000"),
+    ("OTEL_METRIC_EXPORT_INTERVAL", "nan"), ("OTEL_METRIC_EXPORT_INTERVAL", "inf"),
+    ("OTEL_METRIC_EXPORT_INTERVAL", "10s"), ("OTEL_METRIC_EXPORT_INTERVAL", "1e300"),
+    ("OTEL_METRIC_EXPORT_TIMEOUT", "0"), ("OTEL_BSP_SCHEDULE_DELAY", "0"),
+    ("OTEL_BSP_SCHEDULE_DELAY", "1.5"), ("OTEL_BSP_EXPORT_TIMEOUT", "-1"),
+    ("OTEL_BSP_MAX_QUEUE_SIZE", "0"), ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "x"),
+    ("OTEL_BLRP_SCHEDULE_DELAY", "-5"), ("OTEL_BLRP_EXPORT_TIMEOUT", "soon"),
+    ("OTEL_BLRP_MAX_QUEUE_SIZE", "-1"), ("OTEL_BLRP_MAX_EXPORT_BATCH_SIZE", "0"),
+    ("OTEL_EXPORTER_OTLP_TIMEOUT", "0"), ("OTEL_EXPORTER_OTLP_LOGS_TIMEOUT", "-3"),
+    ("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "nan"),
+    ("OTEL_TRACES_EXPORTER", "bogus"), ("OTEL_METRICS_EXPORTER", "console,bogus"),
+    ("OTEL_LOGS_EXPORTER", "otlp,none"), ("OTEL_METRICS_EXPORTER", "prometheus"),
+]
+
+
+@pytest.mark.parametrize("env", SDK_ACCEPTED)
+def test_sdk_variables_the_sdk_can_use_pass(env):
+    check_sdk_variables(env)
+
+
+@pytest.mark.parametrize("name, raw", SDK_REJECTED)
+def test_sdk_variables_the_sdk_cannot_use_name_the_variable(name, raw):
+    with pytest.raises(SettingsError) as info:
+        check_sdk_variables({name: raw})
+    assert info.value.name == name
+    assert str(info.value).startswith(f"{name}={raw.strip()!r} is not valid (")
+
+
+def test_an_unsupported_otlp_protocol_names_the_protocol_variable():
+    with pytest.raises(SettingsError) as info:
+        check_sdk_variables({"OTEL_LOGS_EXPORTER": "otlp",
+                             "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"})
+    assert info.value.name == "OTEL_EXPORTER_OTLP_PROTOCOL"
+    assert info.value.accepted == "grpc, http/protobuf"

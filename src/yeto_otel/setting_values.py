@@ -79,12 +79,20 @@ def parse_node_metrics(value: str) -> str:
     raise ValueError("expected auto, on or off")
 
 
+# torch.distributed hands ranks and world sizes to C++ as 32-bit ints (a larger RANK fails
+# there), and the resource attributes go out as OTLP int64: 2^31 - 1 bounds both.
+RANK_LIMIT = 2 ** 31 - 1
+
+
 def parse_rank(value: str) -> int | None:
     if value == "":
         return None
     if not (value.isascii() and value.isdigit()):
         raise ValueError("expected a non-negative integer")
-    return int(value)
+    number = int(value) if len(value) <= 12 else RANK_LIMIT + 1  # no 4000-digit int()
+    if number > RANK_LIMIT:
+        raise ValueError(f"at most {RANK_LIMIT}, what torch.distributed accepts")
+    return number
 
 
 def parse_positive_rank(value: str) -> int | None:
@@ -111,3 +119,86 @@ def parse_identity_owner(value: str) -> tuple[int | None, int] | None:
     if not sep or not pid.isdigit() or not (rank == "-" or rank.isdigit()):
         raise ValueError("expected <RANK>:<pid> or -:<pid>, as yeto-otel writes it")
     return (None if rank == "-" else int(rank)), int(pid)
+
+
+# How long one host-allocator query may take before it is abandoned for that collection.
+ALLOCATOR_TIMEOUT_LIMIT_MS = 60_000
+
+
+def parse_allocator_timeout(value: str) -> int:
+    if not (value.isascii() and value.isdigit()) or len(value) > 6:
+        raise ValueError("expected a whole number of milliseconds")
+    number = int(value)
+    if not 1 <= number <= ALLOCATOR_TIMEOUT_LIMIT_MS:
+        raise ValueError(f"must be 1 to {ALLOCATOR_TIMEOUT_LIMIT_MS}")
+    return number
+
+
+# How long a stopping process may wait for its last export, in all. Launchers give a stopping
+# rank about 30 s before SIGKILL (torchrun, Kubernetes, Slurm): a longer wait is never served.
+EXIT_FLUSH_TIMEOUT_LIMIT_MS = 30_000
+
+
+def parse_exit_flush_timeout(value: str) -> int:
+    if not (value.isascii() and value.isdigit()) or len(value) > 6:
+        raise ValueError("expected a whole number of milliseconds")
+    number = int(value)
+    if number > EXIT_FLUSH_TIMEOUT_LIMIT_MS:
+        raise ValueError(f"must be 0 to {EXIT_FLUSH_TIMEOUT_LIMIT_MS}")
+    return number
+
+
+# The SDK's own durations and sizes. It reads them while it sets up, after start-up checks,
+# where a value it cannot use is a traceback and a run without that signal (0, a negative
+# number) or a silent fallback (text, an empty value). A duration above 2^31 - 1 ms (24 days)
+# overflows the wait of the thread that exports and stops it without a word; nan never exports.
+SDK_NUMBER_LIMIT = 2 ** 31 - 1
+
+
+def parse_sdk_duration(value: str) -> float:
+    """A duration the SDK reads with float(): finite, above zero, not absurdly long."""
+    try:
+        number = float(value)
+    except ValueError:
+        raise ValueError("not a number") from None
+    if not 0 < number <= SDK_NUMBER_LIMIT:  # also refuses nan and inf
+        raise ValueError(f"must be above 0 and at most {SDK_NUMBER_LIMIT}")
+    return number
+
+
+def parse_sdk_whole(value: str) -> int:
+    """A duration or size the SDK reads with int(): a whole number from 1."""
+    try:
+        number = int(value) if len(value) <= 12 else SDK_NUMBER_LIMIT + 1
+    except ValueError:
+        raise ValueError("not a whole number") from None
+    if not 1 <= number <= SDK_NUMBER_LIMIT:
+        raise ValueError(f"must be 1 to {SDK_NUMBER_LIMIT}")
+    return number
+
+
+_DURATION = "a number of milliseconds above 0"
+_WHOLE_MS = "a whole number of milliseconds from 1"
+_SIZE = "a whole number from 1"
+_SECONDS = "a number of seconds above 0"
+
+# name -> (accepted, parser): the standard variables checked at start (see settings).
+SDK_VARIABLES: dict[str, tuple[str, Callable[[str], object]]] = {
+    "OTEL_METRIC_EXPORT_INTERVAL": (_DURATION, parse_sdk_duration),
+    "OTEL_METRIC_EXPORT_TIMEOUT": (_DURATION, parse_sdk_duration),
+    "OTEL_BSP_SCHEDULE_DELAY": (_WHOLE_MS, parse_sdk_whole),
+    "OTEL_BSP_EXPORT_TIMEOUT": (_WHOLE_MS, parse_sdk_whole),
+    "OTEL_BSP_MAX_QUEUE_SIZE": (_SIZE, parse_sdk_whole),
+    "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": (_SIZE, parse_sdk_whole),
+    "OTEL_BLRP_SCHEDULE_DELAY": (_WHOLE_MS, parse_sdk_whole),
+    "OTEL_BLRP_EXPORT_TIMEOUT": (_WHOLE_MS, parse_sdk_whole),
+    "OTEL_BLRP_MAX_QUEUE_SIZE": (_SIZE, parse_sdk_whole),
+    "OTEL_BLRP_MAX_EXPORT_BATCH_SIZE": (_SIZE, parse_sdk_whole),
+    "OTEL_EXPORTER_OTLP_TIMEOUT": (_SECONDS, parse_sdk_duration),
+    "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT": (_SECONDS, parse_sdk_duration),
+    "OTEL_EXPORTER_OTLP_METRICS_TIMEOUT": (_SECONDS, parse_sdk_duration),
+    "OTEL_EXPORTER_OTLP_LOGS_TIMEOUT": (_SECONDS, parse_sdk_duration),
+}
+
+# OTEL_EXPORTER_OTLP_PROTOCOL -> the exporter `otlp` means with it (the SDK's own mapping).
+OTLP_EXPORTER_BY_PROTOCOL = {"grpc": "otlp_proto_grpc", "http/protobuf": "otlp_proto_http"}

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from importlib.metadata import entry_points
 from typing import Mapping
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "SettingsError",
     "IDENTITY_OWNER",
     "apply_otel_defaults",
+    "check_sdk_variables",
     "claim_identity",
     "exporter_choices",
     "exports_locally",
@@ -41,7 +43,8 @@ __all__ = [
 
 from .setting_values import (
     ANCHOR_DTYPES, HOST_ALLOCATOR_ACCEPTED, HOST_ALLOCATOR_CHOICES, IDENTITY_OWNER,
-    Setting, SettingsError, parse_allocator,
+    OTLP_EXPORTER_BY_PROTOCOL, RANK_LIMIT, SDK_VARIABLES,
+    Setting, SettingsError, parse_allocator, parse_allocator_timeout, parse_exit_flush_timeout,
     parse_anchor_dtype, parse_directory, parse_identity_owner, parse_node_metrics,
     parse_on_off, parse_positive_rank, parse_rank, parse_switch,
 )
@@ -57,6 +60,17 @@ SETTINGS: tuple[Setting, ...] = (
         "nothing; it never imports torch itself. `module:function` names a callable returning "
         "the flat stats dict (other accelerators, tests).",
         parse_allocator,
+    ),
+    Setting(
+        "YETO_OTEL_ALLOCATOR_TIMEOUT",
+        "100",
+        "a whole number of milliseconds, 1 to 60000",
+        "How long one query of the host allocator may take. A slower one is abandoned for that "
+        "collection (the allocator's fields are left out and the census error count of source "
+        "`allocator` goes up), so a stuck allocator never holds up a step or the exit; "
+        "no new query starts while an abandoned one still runs. A healthy query takes "
+        "microseconds.",
+        parse_allocator_timeout,
     ),
     Setting(
         "YETO_OTEL_NODE_METRICS",
@@ -84,6 +98,19 @@ SETTINGS: tuple[Setting, ...] = (
         "ENDPOINT`, no `OTEL_*_EXPORTER`): OTLP JSON lines files, one per signal and process, "
         "that `yeto-otel report` reads. Relative paths are from the working directory.",
         parse_directory,
+    ),
+    Setting(
+        "YETO_OTEL_EXIT_FLUSH_TIMEOUT",
+        "3000",
+        "a whole number of milliseconds, 0 to 30000",
+        "How long a stopping rank (SIGTERM, SIGINT, normal exit) may wait, in all, to export its "
+        "last metric collection, its ended spans and its log records; a DataLoader worker's "
+        "exit is bounded by it too. What is not exported by then (an unreachable collector) is "
+        "dropped and logged once. The default fits well inside the 30 s that torchrun, "
+        "Kubernetes and Slurm give a rank between SIGTERM and SIGKILL, and under the 5 s a "
+        "DataLoader waits for a worker to exit; a local file or an agent on the host takes "
+        "milliseconds. `0`: do not wait.",
+        parse_exit_flush_timeout,
     ),
     Setting(
         "YETO_DILOCO_HOST_MEM_CENSUS",
@@ -114,7 +141,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "RANK",
         None,
-        "an integer >= 0",
+        f"an integer from 0 to {RANK_LIMIT - 1}, below WORLD_SIZE when that is set",
         "Global rank set by the launcher (torchrun). Becomes the `yeto.rank` resource attribute "
         "and part of `service.instance.id`.",
         parse_rank,
@@ -122,7 +149,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "LOCAL_RANK",
         None,
-        "an integer >= 0",
+        f"an integer from 0 to {RANK_LIMIT}",
         "Rank within the host, set by the launcher. Becomes `yeto.local_rank`; decides which "
         "process reports node metrics under `YETO_OTEL_NODE_METRICS=auto`.",
         parse_rank,
@@ -130,7 +157,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "WORLD_SIZE",
         None,
-        "an integer >= 1",
+        f"an integer from 1 to {RANK_LIMIT}",
         "Number of ranks, set by the launcher. Becomes `yeto.world_size`.",
         parse_positive_rank,
     ),
@@ -151,6 +178,7 @@ _BY_NAME = {setting.name: setting for setting in SETTINGS}
 @dataclass(frozen=True)
 class Settings:
     host_allocator: str = "auto"
+    allocator_timeout_ms: int = 100
     node_metrics: str = "auto"
     step_log_census: bool = False
     local_dir: str = "yeto-telemetry"
@@ -160,6 +188,7 @@ class Settings:
     local_rank: int | None = None
     world_size: int | None = None
     dataloader_workers: bool = True
+    exit_flush_timeout_ms: int = 3000
     identity_owner: tuple[int | None, int] | None = None
 
     @property
@@ -171,6 +200,7 @@ class Settings:
 
 _FIELDS = {
     "YETO_OTEL_HOST_ALLOCATOR": "host_allocator",
+    "YETO_OTEL_ALLOCATOR_TIMEOUT": "allocator_timeout_ms",
     "YETO_OTEL_NODE_METRICS": "node_metrics",
     "YETO_OTEL_LOCAL_DIR": "local_dir",
     "YETO_DILOCO_HOST_MEM_CENSUS": "step_log_census",
@@ -180,6 +210,7 @@ _FIELDS = {
     "LOCAL_RANK": "local_rank",
     "WORLD_SIZE": "world_size",
     "YETO_OTEL_DATALOADER_WORKERS": "dataloader_workers",
+    "YETO_OTEL_EXIT_FLUSH_TIMEOUT": "exit_flush_timeout_ms",
     IDENTITY_OWNER: "identity_owner",
 }
 
@@ -204,7 +235,19 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         if raw is None:
             continue
         values[_FIELDS[setting.name]] = parse_setting(setting.name, raw)
-    return Settings(**values)
+    settings = Settings(**values)
+    _check_rank_in_world(settings)
+    return settings
+
+
+def _check_rank_in_world(settings: Settings) -> None:
+    # A launcher sets both; RANK >= WORLD_SIZE is a job torch.distributed refuses, and every
+    # resource would name a rank that does not exist. LOCAL_WORLD_SIZE is not read by us, so
+    # LOCAL_RANK is only bounded by itself.
+    rank, world = settings.rank, settings.world_size
+    if rank is not None and world is not None and rank >= world:
+        raise SettingsError("RANK", str(rank), _BY_NAME["RANK"].accepted,
+                            f"WORLD_SIZE is {world}, so ranks go from 0 to {world - 1}")
 
 
 # Standard SDK variables that say where telemetry goes. With none of them set, yeto's distro
@@ -282,3 +325,54 @@ def apply_otel_defaults(environ: dict | None = None) -> None:
         if local and name.endswith("_EXPORTER"):
             value = LOCAL_EXPORTER
         env.setdefault(name, value)
+    _bound_span_batch_delay(env)
+
+
+def _bound_span_batch_delay(env: dict) -> None:
+    # A process that dies without an exit flush (SIGKILL, os._exit) loses what it has not yet
+    # exported: the last metric interval, and the spans ended since the last batch export.
+    # Keep the span batch delay (the SDK's default: 5000 ms) within the metric interval, so
+    # that one interval bounds both.
+    try:
+        interval = int(float(env.get("OTEL_METRIC_EXPORT_INTERVAL", "")))
+    except (ValueError, OverflowError):
+        return  # not ours to judge here: the start-up checks name it
+    if 0 < interval < 5000:
+        env.setdefault("OTEL_BSP_SCHEDULE_DELAY", str(interval))
+
+
+def check_sdk_variables(environ: Mapping[str, str] | None = None) -> None:
+    """Check the standard SDK variables the distro relies on, as our own settings are checked:
+    durations and sizes the SDK could not use, and exporters that are not installed, raise
+    `SettingsError` here instead of a traceback while the SDK sets up. Empty means unset."""
+    env = os.environ if environ is None else environ
+    for name, (accepted, parse) in SDK_VARIABLES.items():
+        raw = env.get(name, "").strip()
+        if raw:
+            try:
+                parse(raw)
+            except ValueError as exc:
+                raise SettingsError(name, raw, accepted, str(exc)) from None
+    for signal, value in exporter_choices(env).items():
+        _check_exporters(signal, value, env)
+
+
+def _check_exporters(signal: str, value: str, env: Mapping[str, str]) -> None:
+    name = f"OTEL_{signal.upper()}_EXPORTER"
+    if value.strip().lower() in ("", "none"):
+        return
+    installed = {ep.name for ep in entry_points(group=f"opentelemetry_{signal}_exporter")}
+    accepted = ", ".join(["none", *sorted(installed)]) + " (comma-separated)"
+    for exporter in (part.strip() for part in value.split(",")):
+        if exporter == "otlp":  # the SDK picks the protocol's exporter, as it does here
+            protocol_name = f"OTEL_EXPORTER_OTLP_{signal.upper()}_PROTOCOL"
+            if not env.get(protocol_name):
+                protocol_name = "OTEL_EXPORTER_OTLP_PROTOCOL"
+            protocol = env.get(protocol_name, "").strip()
+            if protocol and protocol not in OTLP_EXPORTER_BY_PROTOCOL:
+                raise SettingsError(protocol_name, protocol,
+                                    ", ".join(OTLP_EXPORTER_BY_PROTOCOL), "not supported")
+            exporter = OTLP_EXPORTER_BY_PROTOCOL.get(protocol, exporter)
+        if exporter not in installed:
+            raise SettingsError(name, value, accepted,
+                                f"no {signal} exporter named {exporter!r} is installed")

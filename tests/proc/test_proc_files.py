@@ -286,3 +286,25 @@ def test_never_raises_on_random_bytes():
             reported = [p for p in problems if p.startswith(f"p: {key.decode()} ")]
             assert (target in values) != bool(reported), (data, key, values, problems)
             assert len(reported) <= 1
+
+
+def _read_status_within(proc_file: ProcFile, seconds: int) -> bytes:
+    import signal
+    signal.alarm(seconds)  # a child stuck on a lock is killed instead of hanging the test
+    data = proc_file.read()
+    signal.alarm(0)
+    return data
+
+
+def test_a_fork_while_another_thread_reads_leaves_the_child_a_usable_file():
+    from forked import in_fork
+
+    proc_file = ProcFile("/proc/self/status")
+    proc_file.read()
+    proc_file._lock.acquire()  # as if another thread were mid-read when the fork happened
+    try:
+        child_text = in_fork(_read_status_within, proc_file, 10)
+    finally:
+        proc_file._lock.release()
+        proc_file.close()
+    assert b"\nPid:\t" in child_text and f"\nPid:\t{os.getpid()}\n".encode() not in child_text

@@ -17,10 +17,12 @@ import sys
 import threading
 from typing import Callable, Mapping
 
+from ._bounded_call import BoundedCall, CallFailed
 from ._table import ALLOCATOR_KEYS, ALLOCATOR_STATS
-from ..settings import HOST_ALLOCATOR_ACCEPTED, SettingsError
+from ..settings import HOST_ALLOCATOR_ACCEPTED, Settings, SettingsError
 
-__all__ = ["AllocatorSource", "GaugeEvidence", "read_allocator_stats", "resolve_allocator"]
+__all__ = ["AllocatorSource", "GaugeEvidence", "read_allocator_stats", "resolve_allocator",
+           "unresolved_allocator"]
 
 _log = logging.getLogger("yeto_otel.allocator")
 
@@ -28,14 +30,28 @@ StatsFn = Callable[[], object]
 
 _SETTING = "YETO_OTEL_HOST_ALLOCATOR"
 _CALLABLE_ACCEPTED = "`module:function` naming a callable"
+DEFAULT_TIMEOUT_MS = Settings().allocator_timeout_ms
+
+
+def _plain(raw: object) -> object:
+    # Copied on the query's thread, so a mapping of the user's whose methods raise (anything,
+    # SystemExit included) fails there, not in the census's reader.
+    return dict(raw.items()) if isinstance(raw, Mapping) and type(raw) is not dict else raw
 
 
 class AllocatorSource:
-    """A named way to query the host allocator; `query()` returns the raw flat stats or {}."""
+    """A named way to query the host allocator; `query()` returns the raw flat stats or {}.
 
-    def __init__(self, name: str, query: StatsFn, empty_cache: Callable[[], None] | None = None):
+    Each query is bounded (`timeout_ms`, YETO_OTEL_ALLOCATOR_TIMEOUT): see `_bounded_call`.
+    `query()` raises only `Exception`s: what the query raised, or `CallFailed` when it timed
+    out, is still stuck in an abandoned query, or raised a `BaseException`.
+    """
+
+    def __init__(self, name: str, query: StatsFn, empty_cache: Callable[[], None] | None = None,
+                 *, timeout_ms: int = DEFAULT_TIMEOUT_MS):
         self.name = name
-        self._query = query
+        self._query = BoundedCall(lambda: _plain(query()), timeout_ms / 1000,
+                                  f"host allocator {name!r}")
         self._empty_cache = empty_cache
 
     def query(self) -> object:
@@ -113,16 +129,33 @@ def _auto_empty_cache() -> None:
         _npu_empty_cache()
 
 
-def _import_module_for(choice: str, module: str) -> None:
+def _import_module_for(choice: str, module: str) -> object:
     try:
-        importlib.import_module(module)
-    except ImportError as exc:
+        return importlib.import_module(module)
+    except (Exception, SystemExit) as exc:  # a module that fails to import fails in any way
         raise SettingsError(_SETTING, choice, HOST_ALLOCATOR_ACCEPTED,
-                            f"cannot import {module}: {exc}") from None
+                            f"cannot import {module}: {type(exc).__name__}: {exc}") from None
 
 
-def resolve_allocator(choice: str) -> AllocatorSource | None:
-    """Turn the `YETO_OTEL_HOST_ALLOCATOR` value into a source (None for `none`).
+def _callable_named(choice: str) -> StatsFn:
+    module_name, _, attr = choice.partition(":")
+    target: object = _import_module_for(choice, module_name)
+    for part in attr.split("."):
+        try:
+            target = getattr(target, part)
+        except Exception as exc:  # AttributeError, or whatever a module __getattr__ raises
+            raise SettingsError(_SETTING, choice, _CALLABLE_ACCEPTED,
+                                f"{module_name} has no attribute {attr}: {exc}") from None
+    if not callable(target):
+        raise SettingsError(_SETTING, choice, _CALLABLE_ACCEPTED,
+                            f"{attr} is not callable: it is a {type(target).__name__}")
+    return target
+
+
+def resolve_allocator(choice: str, *, timeout_ms: int = DEFAULT_TIMEOUT_MS
+                      ) -> AllocatorSource | None:
+    """Turn the `YETO_OTEL_HOST_ALLOCATOR` value into a source (None for `none`); a value that
+    cannot be resolved raises `SettingsError` (the distro checks this at start).
 
     `auto` never imports torch: it looks at what the trainer has already imported, at every
     query, so CUDA initialised after start-up is still picked up. `cuda` and `npu` import
@@ -131,24 +164,26 @@ def resolve_allocator(choice: str) -> AllocatorSource | None:
     if choice == "none":
         return None
     if choice == "auto":
-        return AllocatorSource("auto", _auto_stats, _auto_empty_cache)
+        return AllocatorSource("auto", _auto_stats, _auto_empty_cache, timeout_ms=timeout_ms)
     if choice == "cuda":
         _import_module_for(choice, "torch")
-        return AllocatorSource("cuda", _cuda_stats, _cuda_empty_cache)
+        return AllocatorSource("cuda", _cuda_stats, _cuda_empty_cache, timeout_ms=timeout_ms)
     if choice == "npu":
         _import_module_for(choice, "torch_npu")
-        return AllocatorSource("npu", _npu_stats, _npu_empty_cache)
-    module_name, _, attr = choice.partition(":")
-    _import_module_for(choice, module_name)
-    target: object = sys.modules[module_name]
-    for part in attr.split("."):
-        target = getattr(target, part, None)
-        if target is None:
-            raise SettingsError(_SETTING, choice, _CALLABLE_ACCEPTED,
-                                f"{module_name} has no attribute {attr}")
-    if not callable(target):
-        raise SettingsError(_SETTING, choice, _CALLABLE_ACCEPTED, f"{attr} is not callable")
-    return AllocatorSource(choice, target)
+        return AllocatorSource("npu", _npu_stats, _npu_empty_cache, timeout_ms=timeout_ms)
+    return AllocatorSource(choice, _callable_named(choice), timeout_ms=timeout_ms)
+
+
+def unresolved_allocator(choice: str, error: SettingsError) -> AllocatorSource:
+    """A source for a setting that could not be resolved, for callers that must not raise (the
+    step log): every query fails with `error`'s message, so the census goes on without the
+    allocator and counts, and logs once, why."""
+    reason = str(error)
+
+    def query() -> object:
+        raise CallFailed(reason)  # a new one each time: a re-raised one grows its traceback
+
+    return AllocatorSource(choice, query)
 
 
 _INT64_LIMIT = 2 ** 63  # OTLP integer points are int64; a larger one breaks the whole export

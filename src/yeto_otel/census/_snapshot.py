@@ -14,6 +14,7 @@ from typing import Mapping
 
 from ..settings import Settings
 from ._allocator import AllocatorSource, GaugeEvidence, read_allocator_stats, resolve_allocator
+from ._bounded_call import CallFailed, CallTimedOut
 from ._table import CENSUS, CensusMetric, Source
 from ._fault_ledger import FaultLedger
 from ..proc import ProcFile, ProcReadError, parse_kb_fields
@@ -69,7 +70,8 @@ class CensusReader:
         """The reader for these settings: the allocator `YETO_OTEL_HOST_ALLOCATOR` names (a bad
         one raises `SettingsError` now), node metrics as `YETO_OTEL_NODE_METRICS` decides
         unless `node_metrics` says otherwise."""
-        return cls(allocator=resolve_allocator(settings.host_allocator),
+        return cls(allocator=resolve_allocator(settings.host_allocator,
+                                               timeout_ms=settings.allocator_timeout_ms),
                    node_metrics=settings.reports_node_metrics if node_metrics is None
                    else node_metrics,
                    proc_root=proc_root)
@@ -101,8 +103,13 @@ class CensusReader:
 
     def _read_allocator(self, values: dict[str, Quantity]) -> None:
         try:
-            # A user-supplied callable may raise anything, or return a mapping that does.
+            # A user-supplied callable may raise anything, or return a mapping that does; the
+            # query is bounded and hands back any BaseException as an Exception (_bounded_call).
             stats, problems = read_allocator_stats(self.allocator.query())
+        except CallFailed as exc:  # timed out, still stuck, or raised a BaseException
+            self.ledger.record(Source.ALLOCATOR.label, str(exc),
+                               kind="timeout" if isinstance(exc, CallTimedOut) else "")
+            return
         except Exception as exc:
             self.ledger.record(Source.ALLOCATOR.label, f"{self.allocator.name} raised "
                                f"{type(exc).__name__}: {exc}")

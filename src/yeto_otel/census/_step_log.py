@@ -10,7 +10,8 @@ from __future__ import annotations
 import sys
 import threading
 
-from ..settings import Settings, load_settings
+from ..settings import Settings, SettingsError, load_settings
+from ._allocator import unresolved_allocator
 from ._quantity import Kind
 from ._snapshot import CensusReader
 from ._table import ALLOCATOR_STATS, CENSUS, allocator_metric, gauge_flag_key
@@ -18,7 +19,7 @@ from ._table import ALLOCATOR_STATS, CENSUS, allocator_metric, gauge_flag_key
 __all__ = ["add_census_to_step_log"]
 
 _reader: CensusReader | None = None
-_reader_choice: str | None = None
+_reader_choice: tuple[str, int] | None = None
 _lock = threading.Lock()
 
 
@@ -38,10 +39,18 @@ def _sync_rank(rank: int | None, settings: Settings) -> int:
 
 def _census_reader(settings: Settings) -> CensusReader:
     global _reader, _reader_choice
+    choice = (settings.host_allocator, settings.allocator_timeout_ms)
     with _lock:
-        if _reader is None or _reader_choice != settings.host_allocator:
-            _reader = CensusReader.from_settings(settings, node_metrics=True)
-            _reader_choice = settings.host_allocator
+        if _reader is None or _reader_choice != choice:
+            try:
+                _reader = CensusReader.from_settings(settings, node_metrics=True)
+            except SettingsError as exc:
+                # Under opentelemetry-instrument the distro refused this at start. A trainer
+                # started without it keeps its step log: the rest of the census, with the
+                # allocator skipped, counted and its reason logged once.
+                _reader = CensusReader(allocator=unresolved_allocator(settings.host_allocator,
+                                                                      exc), node_metrics=True)
+            _reader_choice = choice
         return _reader
 
 
@@ -52,7 +61,9 @@ def add_census_to_step_log(record: dict, *, rank: int | None = None,
     `settings`: read from the environment when not given (YETO_DILOCO_HOST_MEM_CENSUS turns
     it on, YETO_OTEL_HOST_ALLOCATOR names the allocator); a bad value raises `SettingsError`.
     `rank`: the sync rank, else torch.distributed's rank, else RANK. A failing /proc read or
-    allocator never raises: its fields are left out.
+    allocator never raises: its fields are left out. That includes an allocator setting that
+    cannot be resolved (a module that does not import, a name that is not a callable), and an
+    allocator query that is slower than YETO_OTEL_ALLOCATOR_TIMEOUT: this never waits longer.
     """
     if settings is None:
         settings = load_settings()

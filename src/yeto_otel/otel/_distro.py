@@ -13,7 +13,8 @@ import sys
 
 from opentelemetry.instrumentation.distro import BaseDistro
 
-from ..settings import (SettingsError, apply_otel_defaults, load_settings,
+from ..census import resolve_allocator
+from ..settings import (SettingsError, apply_otel_defaults, check_sdk_variables, load_settings,
                         local_exporters_selected)
 from ._local_files import local_exporter_args
 
@@ -34,7 +35,9 @@ class YetoDistro(BaseDistro):
     def _configure(self, **kwargs):
         try:
             settings = load_settings()
+            resolve_allocator(settings.host_allocator)  # imports and looks it up now, not later
             apply_otel_defaults()
+            check_sdk_variables()
             if local_exporters_selected():
                 local_exporter_args(settings.local_dir, "probe")  # creates and checks the dir
         except SettingsError as exc:

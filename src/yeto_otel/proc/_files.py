@@ -8,6 +8,8 @@ and saves the open/close pair (about half the cost of a read).
 from __future__ import annotations
 
 import os
+import threading
+import weakref
 
 __all__ = ["ProcFile", "ProcReadError", "parse_kb_fields", "read_kb_fields", "read_raw_field"]
 
@@ -21,6 +23,10 @@ class ProcFile:
 
     /proc/self resolves at open time, so after a fork the child would keep reading its
     parent's file through the inherited descriptor: reopen when the pid changes.
+
+    Safe to share between threads: reads take a lock, so threads making their first read at
+    once open the file once (unlocked, each opened its own and all but one leaked), and one
+    thread never reads through a descriptor another has just closed and the kernel reused.
     """
 
     _INITIAL_BUFFER = 8192
@@ -31,24 +37,27 @@ class ProcFile:
         self._fd: int | None = None
         self._pid = 0
         self._size = self._INITIAL_BUFFER
+        self._lock = threading.Lock()
+        _open_files.add(self)
 
     def read(self) -> bytes:
-        pid = os.getpid()
-        if self._fd is None or self._pid != pid:
-            self._reopen(pid)
-        self.reads += 1
-        try:
-            data = os.pread(self._fd, self._size, 0)
-            while len(data) >= self._size:  # the buffer may have cut the text: grow and reread
-                self._size *= 2
+        with self._lock:
+            pid = os.getpid()
+            if self._fd is None or self._pid != pid:
+                self._reopen(pid)
+            self.reads += 1
+            try:
                 data = os.pread(self._fd, self._size, 0)
-        except OSError as exc:
-            self.close()
-            raise ProcReadError(f"{self.path}: {exc.strerror or exc}") from None
-        return data
+                while len(data) >= self._size:  # the buffer may have cut the text: grow, reread
+                    self._size *= 2
+                    data = os.pread(self._fd, self._size, 0)
+            except OSError as exc:
+                self._close_fd()
+                raise ProcReadError(f"{self.path}: {exc.strerror or exc}") from None
+            return data
 
     def _reopen(self, pid: int) -> None:
-        self.close()
+        self._close_fd()
         try:
             self._fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
         except OSError as exc:
@@ -56,6 +65,10 @@ class ProcFile:
         self._pid = pid
 
     def close(self) -> None:
+        with self._lock:
+            self._close_fd()
+
+    def _close_fd(self) -> None:
         if self._fd is not None:
             fd, self._fd = self._fd, None
             try:
@@ -64,7 +77,21 @@ class ProcFile:
                 pass
 
     def __del__(self) -> None:
-        self.close()
+        self._close_fd()  # nobody can be reading: no reference is left
+
+
+# A fork copies each lock as it was, held by a thread that does not exist in the child: give
+# the child's files fresh ones (the child is single-threaded while this runs).
+_open_files: "weakref.WeakSet[ProcFile]" = weakref.WeakSet()
+
+
+def _fresh_locks_after_fork() -> None:
+    for proc_file in list(_open_files):
+        proc_file._lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_fresh_locks_after_fork)
 
 
 KbFields = tuple[dict[str, int], list[str]]
