@@ -39,9 +39,10 @@ def test_file_names_are_per_process_and_safe(tmp_path):
     assert stem == "node_7_rank-3-19700101T000000-42"
     args, directory = local_exporter_args(tmp_path / "new" / "dir", "h/rank-1")
     assert directory.is_dir()
-    paths = sorted(os.path.basename(a["path"]) for a in args.values())
+    paths = sorted(os.path.basename(a["stream"].path) for a in args.values())
     assert [p.split("-")[0] for p in paths] == ["logs", "metrics", "traces"]
     assert all(p.endswith(".jsonl") and "h_rank-1" in p for p in paths)
+    assert list(directory.iterdir()) == []  # each file is made at its first line
 
 
 def test_zero_code_with_no_collector_writes_otlp_json_files(tmp_path):

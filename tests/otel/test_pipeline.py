@@ -4,6 +4,8 @@ environment names, flushed by shutdown, one per process."""
 from __future__ import annotations
 
 import json
+import socket
+import time
 
 import pytest
 
@@ -68,3 +70,23 @@ def test_no_exporter_configured_means_no_export(monkeypatch, tmp_path):
     pipeline.tracer_provider.get_tracer("t").start_span("s").end()
     pipeline.shutdown()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_unreachable_collector_holds_the_exit_no_longer_than_the_bound(monkeypatch, tmp_path):
+    """A DataLoader waits 5 s for a worker to exit: the worker's last export must not take the
+    SDK's 10 s export timeout when the collector hangs."""
+    monkeypatch.setattr(_pipeline, "_pipeline", None)
+    with socket.socket() as hung:  # accepts connections (the kernel does), never answers
+        hung.bind(("127.0.0.1", 0))
+        hung.listen(64)
+        endpoint = f"http://127.0.0.1:{hung.getsockname()[1]}"
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
+        for signal, exporter in (("TRACES", "otlp"), ("METRICS", "otlp"), ("LOGS", "none")):
+            monkeypatch.setenv(f"OTEL_{signal}_EXPORTER", exporter)
+        pipeline = start_process_pipeline(
+            ATTRIBUTES, Settings(local_dir=str(tmp_path), exit_flush_timeout_ms=500))
+        pipeline.tracer_provider.get_tracer("t").start_span("torch.load").end()
+        pipeline.meter_provider.get_meter("m").create_counter("c").add(1)
+        started = time.monotonic()
+        assert pipeline.shutdown() is False  # not everything went out, and it said so
+        assert time.monotonic() - started < 0.5 + 6.0  # the bound, with a generous margin

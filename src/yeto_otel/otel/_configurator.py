@@ -9,13 +9,15 @@ no-op providers, and the exporters of one that does report send only from that p
 
 from __future__ import annotations
 
-from opentelemetry import metrics
+from opentelemetry import metrics, trace
+from opentelemetry._logs import get_logger_provider
 from opentelemetry.sdk._configuration import _OTelSDKConfigurator
 from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
 from opentelemetry.sdk.resources import SERVICE_INSTANCE_ID
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from ..settings import load_settings, local_exporters_selected
+from ._exit_flush import install_exit_flush
 from ._local_files import local_exporter_args
 from ._owner_only import OwnerOnlyLogExporter, OwnerOnlySpanExporter, guard_metric_readers
 from ._process import claim
@@ -57,4 +59,7 @@ class YetoConfigurator(_OTelSDKConfigurator):
         kwargs.setdefault("export_log_record_processor", _log_processor)
         super()._configure(resource_attributes=attributes, **kwargs)
         guard_metric_readers(metrics.get_meter_provider())
+        # Its last collection and ended spans go out when it stops, SIGTERM included.
+        install_exit_flush((metrics.get_meter_provider(), trace.get_tracer_provider(),
+                            get_logger_provider()), settings.exit_flush_timeout_ms)
         _rank_attributes = dict(attributes)

@@ -6,7 +6,9 @@ One file per signal and process, named after the rank's identity and the process
     <YETO_OTEL_LOCAL_DIR>/<signal>-<host>_rank-<RANK>-<YYYYmmddTHHMMSS>-<pid>.jsonl
 
 Each line is one export batch in OTLP JSON (`resourceSpans` / `resourceMetrics` /
-`resourceLogs`), written by the maintained opentelemetry-exporter-otlp-json-file exporters.
+`resourceLogs`), encoded by the maintained opentelemetry-exporter-otlp-json-file exporters and
+written through a `JsonLinesWriter` each (whole lines only, a bounded backlog while the disk is
+full, a deleted file made again; see `_line_writer`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import time
 from pathlib import Path
 
 from ..settings import SIGNALS
+from ._line_writer import JsonLinesWriter
 
 __all__ = ["SIGNALS", "current_stem", "local_exporter_args", "local_file_stem"]
 
@@ -39,7 +42,8 @@ def local_file_stem(instance_id: str, *, pid: int | None = None,
 
 def local_exporter_args(directory: str | os.PathLike, instance_id: str) -> tuple[dict, Path]:
     """({exporter class: constructor kwargs}, directory) for the SDK configurator's
-    `exporter_args_map`. Creates the directory; an unusable one raises OSError naming it."""
+    `exporter_args_map`: each exporter writes through a `JsonLinesWriter` on its file (opened
+    at its first line). Creates the directory; an unusable one raises OSError naming it."""
     from opentelemetry.exporter.otlp.json.file._log_exporter import FileLogExporter
     from opentelemetry.exporter.otlp.json.file.metric_exporter import FileMetricExporter
     from opentelemetry.exporter.otlp.json.file.trace_exporter import FileSpanExporter
@@ -51,5 +55,5 @@ def local_exporter_args(directory: str | os.PathLike, instance_id: str) -> tuple
     global _current_stem
     stem = _current_stem = local_file_stem(instance_id)
     classes = {"traces": FileSpanExporter, "metrics": FileMetricExporter, "logs": FileLogExporter}
-    return {cls: {"path": str(path / f"{signal}-{stem}.jsonl")}
+    return {cls: {"stream": JsonLinesWriter(path / f"{signal}-{stem}.jsonl")}
             for signal, cls in classes.items()}, path

@@ -4,7 +4,9 @@ A forked worker inherited its rank's global providers (which export nothing in i
 `_owner_only`), and a spawned one has none (it is a child, see `_process`); neither may report
 through them. The worker gets providers of its own instead, with its own resource and the
 exporters the environment names, exactly as the configurator would pick them; they send only
-from this process and are flushed by `shutdown()` when it exits.
+from this process and are flushed by `shutdown()` when it exits, within the exit flush bound
+(YETO_OTEL_EXIT_FLUSH_TIMEOUT: a DataLoader waits 5 s for a worker to exit, then kills it).
+The SDK's own unbounded atexit hooks are not registered for them: `shutdown()` is their exit.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from ..settings import Settings, local_exporters_selected
+from ._exit_flush import ProviderFlusher, flush_providers
 from ._local_files import local_exporter_args
 from ._owner_only import OwnerOnlyMetricExporter, OwnerOnlySpanExporter
 
@@ -32,14 +35,15 @@ class ProcessPipeline:
     resource: Resource
     tracer_provider: TracerProvider
     meter_provider: MeterProvider
+    exit_flush_timeout_ms: int = Settings.exit_flush_timeout_ms
 
-    def shutdown(self) -> None:
-        """Export what is pending (a last collection of every metric) and stop."""
-        for provider in (self.meter_provider, self.tracer_provider):
-            try:
-                provider.shutdown()
-            except Exception:  # at process exit: never let telemetry fail the worker
-                pass
+    def shutdown(self) -> bool:
+        """Export what is pending (a last collection of every metric) and stop, within the
+        exit flush bound; True when everything went out in time. Never raises: it runs at
+        process exit, where telemetry must not fail the worker."""
+        flushers = [ProviderFlusher(provider)
+                    for provider in (self.meter_provider, self.tracer_provider)]
+        return flush_providers(flushers, self.exit_flush_timeout_ms / 1000, final=True)
 
 
 _pipeline: ProcessPipeline | None = None
@@ -74,11 +78,12 @@ def start_process_pipeline(attributes: dict, settings: Settings) -> ProcessPipel
     args: dict = {}
     if local_exporters_selected():
         args, _ = local_exporter_args(settings.local_dir, str(attributes[SERVICE_INSTANCE_ID]))
-    tracer_provider = TracerProvider(resource=resource)
+    tracer_provider = TracerProvider(resource=resource, shutdown_on_exit=False)
     for cls in span_classes.values():
         tracer_provider.add_span_processor(
             BatchSpanProcessor(OwnerOnlySpanExporter(cls(**args.get(cls, {})))))
-    meter_provider = MeterProvider(resource=resource,
+    meter_provider = MeterProvider(resource=resource, shutdown_on_exit=False,
                                    metric_readers=_metric_readers(metric_classes, args))
-    _pipeline = ProcessPipeline(os.getpid(), resource, tracer_provider, meter_provider)
+    _pipeline = ProcessPipeline(os.getpid(), resource, tracer_provider, meter_provider,
+                                settings.exit_flush_timeout_ms)
     return _pipeline

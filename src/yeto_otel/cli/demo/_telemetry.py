@@ -7,7 +7,6 @@ The OTel SDK and yeto's `otel` and `instrumentation` rooms are imported inside t
 
 from __future__ import annotations
 
-import contextlib
 import os
 
 from opentelemetry.sdk.environment_variables import (OTEL_METRIC_EXPORT_INTERVAL,
@@ -85,18 +84,12 @@ def step_log_path(local_dir: str) -> str:
 
 
 def shutdown_telemetry() -> None:
-    """Flush and stop every provider, so the summary is printed after the data is out. A
-    failing exporter must not hide the summary: errors are the SDK's to log."""
-    from opentelemetry import metrics, trace
+    """Export what is left and stop every provider, so the summary is printed after the data is
+    out: the same bounded exit flush a stopping rank runs (YETO_OTEL_EXIT_FLUSH_TIMEOUT), so an
+    unreachable collector delays the summary no longer than that. A failing exporter must not
+    hide the summary: errors are the SDK's to log."""
+    from ...otel import exit_flush
 
-    for provider in (trace.get_tracer_provider(), metrics.get_meter_provider()):
-        shutdown = getattr(provider, "shutdown", None)
-        if shutdown is not None:
-            with contextlib.suppress(Exception):
-                shutdown()
-    with contextlib.suppress(Exception):
-        from opentelemetry._logs import get_logger_provider
-
-        shutdown = getattr(get_logger_provider(), "shutdown", None)
-        if shutdown is not None:
-            shutdown()
+    flush = exit_flush()
+    if flush is not None:
+        flush.at_exit()
