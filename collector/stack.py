@@ -20,7 +20,8 @@ Binaries (each overridable by an environment variable):
 Readiness is polled on each component's health endpoint (no fixed sleeps). Every process is
 stopped on exit (SIGTERM, then SIGKILL after a grace period). Components can be stopped, killed
 and restarted one by one (`stop("jaeger")`, `kill("agent")`, `start("agent")`) for outage tests;
-a restarted component keeps its ports, its storage and, for the agent, its on-disk queue.
+a restarted component keeps its ports, its storage and, for the agent, its on-disk queue
+and remote-write write-ahead log (both under `queue_dir`).
 Tests wait on conditions with `Stack.wait_for` (polled, bounded by a timeout, a component that
 is restarting or slow to answer counts as "not yet").
 

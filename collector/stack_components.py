@@ -202,7 +202,8 @@ def prometheus_component(ports: dict[str, int], workdir: Path, rules: list[str],
 def agent_component(ports: dict[str, int], workdir: Path, queue_dir: Path, agent_config: Path,
                     agent_env: dict[str, str], base_env: dict[str, str]) -> Component:
     """The agent (`agent_config`, collector/agent.yaml by default) sending traces to this
-    Jaeger and metrics to this Prometheus, its disk queue in `queue_dir`."""
+    Jaeger and metrics to this Prometheus, its disk queue and
+    its remote-write write-ahead log (`prom_remotewrite/`) in `queue_dir`."""
     otelcol = find_binary("YETO_OTELCOL_BIN", COLLECTOR_DIR / "build" / "yeto-otelcol",
                           "build it with collector/build.sh")
     env = dict(base_env,

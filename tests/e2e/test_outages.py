@@ -17,9 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from e2e_ranks import job_matcher, rank_env
+import required_components
+from e2e_ranks import assert_prometheus_rejected_nothing, job_matcher, rank_env
 
 HERE = Path(__file__).resolve().parent
+stack_module = required_components.stack_module()
 TRACES_QUEUE = {"exporter": "otlp_grpc/traces"}
 # Longer than the agent's retry backoff cap (30 s), so a retry that was sleeping when the
 # backend came back still fires within the wait.
@@ -215,19 +217,73 @@ def test_prometheus_restart_leaves_no_gap_longer_than_the_outage(stack, rank_fac
     stack.start("prometheus")
     outage = time.time() - down
 
-    _assert_clean_exit(rank.finish())
-    # Everything the rank exported reaches Prometheus: samples up to its last export, which
-    # comes after the rank's steps ended (its exit flush; the rank's own clock, so the time
-    # its interpreter takes to exit does not count).
-    ended = rank.summary()["exit_began"]
-    stack.wait_for(lambda: (_rss_samples(stack, rank.service, 10) or [0])[-1]
-                   >= ended - 3 * interval - 1, timeout=DELIVERY_TIMEOUT,
-                   what="the census up to the rank's exit")
-    samples = _rss_samples(stack, rank.service, 10)
+    samples = _census_until_exit(stack, rank, interval)
     gaps = [b - a for a, b in zip(samples, samples[1:])]
     assert samples[0] < down and samples[-1] > down + outage, (samples, down, outage)
     print(f"outage {outage:.1f}s, largest gap between census samples {max(gaps):.1f}s")
     assert max(gaps) <= outage, (f"largest gap {max(gaps):.1f}s > outage {outage:.1f}s", gaps)
+
+
+def _census_until_exit(stack, rank, interval: float) -> list[float]:
+    """Let the rank finish cleanly, then wait until Prometheus holds its census up to its last
+    export, which comes after its steps ended (its exit flush; the rank's own clock, so the time
+    its interpreter takes to exit does not count). Returns the sample times."""
+    _assert_clean_exit(rank.finish())
+    ended = rank.summary()["exit_began"]
+    stack.wait_for(lambda: (_rss_samples(stack, rank.service, 10) or [0])[-1]
+                   >= ended - 3 * interval - 1, timeout=DELIVERY_TIMEOUT,
+                   what="the census up to the rank's exit")
+    return _rss_samples(stack, rank.service, 10)
+
+
+def _census_points_accepted(stack) -> float:
+    """Metric points the agent's receiver acknowledged (0 until its first, and again after a
+    restart: the count is the running agent's)."""
+    return stack.agent_metric("otelcol_receiver_accepted_metric_points") or 0.0
+
+
+def test_agent_sigkill_keeps_the_census(stack, rank_factory):
+    """What the agent acknowledged of the census is on disk before the rank hears back (the
+    remote-write exporter's write-ahead log, no batch processor or memory queue in front), so
+    a SIGKILL loses none of it. Prometheus is down before the kill, so everything acknowledged
+    is still inside the agent when it dies."""
+    interval = 1.0  # OTEL_METRIC_EXPORT_INTERVAL of the rank
+    # The rank's exporter retries for up to 30 s: long enough to ride out the agent's restart.
+    rank = rank_factory(steps=400, period=0.2, OTEL_EXPORTER_OTLP_TIMEOUT="30")
+    stack.wait_for(lambda: len(_rss_samples(stack, rank.service, 5)) >= 3, timeout=60,
+                   what="the rank's census in Prometheus")
+
+    stack.stop("prometheus")
+    prometheus_down = time.time()
+    accepted_before = _census_points_accepted(stack)
+    time.sleep(10.0)  # ten export intervals that only the agent holds
+    assert _census_points_accepted(stack) > accepted_before, stack.log("agent", 40)
+    assert rank.process.poll() is None, "the rank finished before the kill"
+
+    killed = time.time()
+    stack.kill("agent")  # mid-stream: the rank keeps collecting and sending
+    stack.start("agent")
+    # The rank's outage ends when the restarted agent acknowledges its first export (its
+    # exporter backs off 1, 2, 4 s... between tries, so that can come after the restart).
+    stack.wait_for(lambda: _census_points_accepted(stack) > 0, timeout=60, interval=0.1,
+                   what="the restarted agent to accept the rank's census")
+    outage = time.time() - killed
+    stack.start("prometheus")
+
+    samples = _census_until_exit(stack, rank, interval)
+    held = [t for t in samples if prometheus_down < t < killed]
+    gaps = [b - a for a, b in zip(samples, samples[1:])]
+    print(f"agent outage as the rank saw it {outage:.1f}s, {len(held)} census samples held "
+          f"through the kill, largest gap {max(gaps):.1f}s")
+    # Ten intervals were acknowledged before the kill (three of them spared for a busy
+    # machine's scheduling); an in-memory queue in the agent loses them all.
+    assert len(held) >= 7, (held, prometheus_down, killed)
+    # While its export is retried the rank collects nothing new: the gap is the outage plus the
+    # interval before the next collection (and one more interval of scheduling slack).
+    assert max(gaps) <= outage + 2 * interval, (
+        f"largest gap {max(gaps):.1f}s > outage {outage:.1f}s + 2 intervals", gaps)
+    # The write-ahead log sends its backlog in order: Prometheus refused nothing.
+    assert_prometheus_rejected_nothing(stack, stack_module, timeout=DELIVERY_TIMEOUT)
 
 
 def test_agent_unreachable_never_slows_or_crashes_the_rank(stack, rank_factory):
