@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from anchor_testkit import PAGE, same_bits
+from small_disks import mount_tmpfs
 from yeto_otel.anchors import load_resume_anchors
 
 SAVE_FAILED = 3
@@ -100,17 +101,9 @@ def sizes(roomy):
 def small_disk(tmp_path, request):
     """small_disk(nbytes) -> a real tmpfs of that size, mounted under the test's tmp dir and
     unmounted when the test ends, whatever happened. Needs root."""
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
 
     def mount(nbytes):
-        point = tmp_path / f"disk-{nbytes}"
-        point.mkdir()
-        result = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={nbytes}", "tmpfs",
-                                 str(point)], capture_output=True, text=True)
-        if result.returncode != 0:
-            pytest.skip(f"cannot mount a tmpfs here: {result.stderr.strip()}")
-        request.addfinalizer(lambda: subprocess.run(["umount", "-l", str(point)], check=False))
+        point = mount_tmpfs(tmp_path / f"disk-{nbytes}", nbytes, request)
         statvfs = os.statvfs(point)
         assert statvfs.f_bavail * statvfs.f_frsize == nbytes  # the test's arithmetic holds
         return point

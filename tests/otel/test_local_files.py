@@ -18,7 +18,7 @@ from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-from conftest import fill_disk
+from small_disks import fill_disk
 from yeto_otel.otel import BACKLOG_BYTES, JsonLinesWriter, local_exporter_args
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
