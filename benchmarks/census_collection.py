@@ -3,9 +3,16 @@
 
 Run by hand (not a test):
 
+    python benchmarks/census_collection.py               # resident-size axis (the default)
     python benchmarks/census_collection.py --both        # 0 and ~2000 extra mappings, in children
     python benchmarks/census_collection.py --mappings 0  # one process size, in this process
-    python benchmarks/census_collection.py --profile     # cProfile of census collections
+    python benchmarks/census_collection.py --profile N   # cProfile of N census collections
+
+The default run is the resident-size axis (`collection/resident.py`): a collection, a step-log
+record and psutil's `memory_full_info()` + `virtual_memory()` with 0, 1, 4 and 8 GiB of private
+anonymous memory resident in 4 KiB pages and in transparent huge pages, one child process per
+size, and the smaps_rollup slope per GiB extrapolated to 60 GiB. The variants below are the
+per-part breakdown of `--both` / `--mappings`.
 
 What one timed call is, per variant (all interleaved call by call in one process):
 
@@ -44,14 +51,25 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # collection/ and hostinfo beside this
 
+from collection import resident, resident_report  # noqa: E402
 from collection.report import describe, markdown  # noqa: E402
-from collection.timing import measure, profile  # noqa: E402
+from collection.timing import machine, measure, profile  # noqa: E402
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--mappings", type=int, default=0,
-                   help="extra 4 KiB file mappings to create before measuring (default 0)")
+    p.add_argument("--sizes", default="0,1,4,8",
+                   help="resident GiB of the default run (default 0,1,4,8)")
+    p.add_argument("--pages", default="4k,huge", help="4k, huge or both (default 4k,huge)")
+    p.add_argument("--seconds", type=float, default=15.0,
+                   help="timed seconds per size in the default run (default 15)")
+    p.add_argument("--max-passes", type=int, default=5000,
+                   help="at most this many passes per size in the default run (default 5000)")
+    p.add_argument("--resident-child", nargs=2, metavar=("GIB", "PAGES"),
+                   help=argparse.SUPPRESS)  # one size, in this process, JSON out
+    p.add_argument("--mappings", type=int, default=None,
+                   help="extra 4 KiB file mappings to create before measuring (the variants "
+                        "breakdown, in this process)")
     p.add_argument("--both", action="store_true",
                    help="run --mappings 0 and --mappings BOTH_MAPPINGS in child processes")
     p.add_argument("--both-mappings", type=int, default=2000, help="default 2000")
@@ -78,13 +96,40 @@ def run_both(args: argparse.Namespace) -> list[dict]:
     return results
 
 
+def run_resident(args: argparse.Namespace) -> int:
+    """Every size of the resident axis in a child process of its own; then the report."""
+    sizes = [int(x) for x in args.sizes.split(",")]
+    pages = args.pages.split(",")
+    runs = [(0, "4k")] if 0 in sizes else []
+    runs += [(gib, kind) for kind in pages for gib in sizes if gib]
+    results = []
+    for gib, kind in runs:
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--resident-child", str(gib), kind,
+               "--seconds", str(args.seconds), "--max-passes", str(args.max_passes)]
+        print(f"running: {' '.join(cmd)}", file=sys.stderr, flush=True)
+        done = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True)
+        results.append(json.loads(done.stdout))
+    print(resident_report.describe(results, machine(), resident.thp_setting()))
+    print()
+    print(resident_report.table(results))
+    print()
+    print(resident_report.targets(results))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.resident_child:
+        gib, kind = args.resident_child
+        print(json.dumps(resident.measure_size(int(gib), kind, args.seconds, args.max_passes)))
+        return 0
     if args.profile:
-        profile(args.mappings, args.profile)
+        profile(args.mappings or 0, args.profile)
         return 0
     if args.both:
         results = run_both(args)
+    elif args.mappings is None:
+        return run_resident(args)
     else:
         results = [measure(args.mappings, args.rounds, args.repeat, args.warmup)]
         if args.json:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import (
     AggregationTemporality,
@@ -15,10 +17,14 @@ from yeto_otel.census import CensusReader
 
 
 def census_on_sdk(*, proc_root: str = "/proc", node_metrics: bool = True,
-                  allocator: AllocatorSource | None = None, readers: int = 1):
+                  allocator: AllocatorSource | None = None, readers: int = 1,
+                  smaps_budget_percent: float = math.inf):
+    """`smaps_budget_percent`: `always` (inf) by default, so smaps_rollup is read on every
+    collection like the other files; a test of the budget passes the product's."""
     metric_readers = [InMemoryMetricReader() for _ in range(readers)]
     provider = MeterProvider(metric_readers=metric_readers)
-    reader = CensusReader(allocator=allocator, node_metrics=node_metrics, proc_root=proc_root)
+    reader = CensusReader(allocator=allocator, node_metrics=node_metrics, proc_root=proc_root,
+                          smaps_budget_percent=smaps_budget_percent)
     census = CensusInstruments(provider.get_meter("test"), reader)
     return provider, metric_readers, census
 

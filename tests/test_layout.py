@@ -139,9 +139,11 @@ def table_names() -> set[str]:
         for event in span.events:
             names.add(event.name)
             names |= {a.name for a in event.attributes}
-    # Our own namespaces only: the `torch.load` span is named after the function, and prose
-    # about the function is not a spelled span name.
-    return {n for n in names if n.startswith(("yeto", "host_mem"))}
+    # Our own namespaces, and the census rows that carry the semantic conventions' names: the
+    # `torch.load` span is named after the function, and prose about the function is not a
+    # spelled span name.
+    semconv = {n for row in CENSUS if row.semconv for n in (row.name, prometheus_name_of(row))}
+    return {n for n in names if n.startswith(("yeto", "host_mem"))} | semconv
 
 
 def _strings_outside_docstrings(tree: ast.AST):
@@ -182,6 +184,9 @@ def test_the_names_check_catches_a_spelled_name():
     assert spelled_names('"""Reads yeto.process.memory.rss."""', names) == []  # a docstring
     assert spelled_names('x = "yeto.process.memory.rss_peak"', names) == \
         ["line 1: yeto.process.memory.rss_peak"]  # the longer name, not its prefix
+    assert spelled_names('q = "process_memory_usage_bytes"', names) == \
+        ["line 1: process_memory_usage_bytes"]  # the semantic conventions' names too
+    assert spelled_names('x = "yeto.process.memory.usage_x"', names) == []
 
 
 # --- rooms -----------------------------------------------------------------------------------

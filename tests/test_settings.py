@@ -36,6 +36,9 @@ ACCEPTED = {
     "LOCAL_RANK": [("0", 0), ("3", 3), ("", None), ("2147483647", 2147483647)],
     "WORLD_SIZE": [("1", 1), ("8", 8), ("4096", 4096), ("", None), ("2147483647", 2147483647)],
     "YETO_OTEL_DATALOADER_WORKERS": [("on", True), ("off", False), (" off ", False)],
+    "YETO_OTEL_SEMCONV_METRICS": [("on", True), ("off", False), (" off ", False)],
+    "YETO_OTEL_SMAPS_BUDGET": [("0.1", 0.1), ("0", 0.0), ("100", 100.0), ("0.001", 0.001),
+                               ("always", float("inf")), (" 2 ", 2.0), ("1e-3", 0.001)],
     "YETO_OTEL_IDENTITY_OWNER": [("3:4242", (3, 4242)), ("-:17", (None, 17)), ("", None)],
 }
 
@@ -56,6 +59,9 @@ REJECTED = {
     "LOCAL_RANK": ["-3", "x", "2.0", "2147483648", "18446744073709551616"],
     "WORLD_SIZE": ["0", "-2", "x", "8.0", "2147483648", "1" + "0" * 30],
     "YETO_OTEL_DATALOADER_WORKERS": ["", "1", "yes", "ON", "true"],
+    "YETO_OTEL_SEMCONV_METRICS": ["", "0", "no", "Off", "false"],
+    "YETO_OTEL_SMAPS_BUDGET": ["", "-0.1", "100.5", "nan", "inf", "Always", "never", "0.1%",
+                               "1" * 40, "\u0661"],
     "YETO_OTEL_IDENTITY_OWNER": ["4242", "3:", ":4242", "x:1", "3:4a", "-1:2", "3:4:5"],
 }
 
@@ -72,6 +78,8 @@ FIELD = {
     "LOCAL_RANK": "local_rank",
     "WORLD_SIZE": "world_size",
     "YETO_OTEL_DATALOADER_WORKERS": "dataloader_workers",
+    "YETO_OTEL_SEMCONV_METRICS": "semconv_metrics",
+    "YETO_OTEL_SMAPS_BUDGET": "smaps_budget_percent",
     "YETO_OTEL_IDENTITY_OWNER": "identity_owner",
 }
 
@@ -119,7 +127,8 @@ def test_defaults_match_the_table():
                         "YETO_DILOCO_RESUME_ANCHOR_MMAP": "1", "RANK": None, "LOCAL_RANK": None,
                         "WORLD_SIZE": None, "YETO_OTEL_DATALOADER_WORKERS": "on",
                         "YETO_OTEL_IDENTITY_OWNER": None, "YETO_OTEL_ALLOCATOR_TIMEOUT": "100",
-                        "YETO_OTEL_EXIT_FLUSH_TIMEOUT": "3000"}
+                        "YETO_OTEL_EXIT_FLUSH_TIMEOUT": "3000",
+                        "YETO_OTEL_SEMCONV_METRICS": "on", "YETO_OTEL_SMAPS_BUDGET": "0.1"}
 
 
 def test_every_setting_is_documented():

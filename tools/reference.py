@@ -49,8 +49,13 @@ def _metrics_intro() -> str:
 
 {_GENERATED}
 
-The host-memory census, one set per rank. Every value is read once per collection: one
-`pread` of each /proc file and one allocator query, shared by all instruments.
+The host-memory census, one set per rank. Every value is read once per collection and shared
+by all instruments: one `pread` of /proc/self/status and /proc/meminfo and one allocator query,
+whose cost does not grow with the process. The exception is `Private_Dirty`: its file,
+/proc/self/smaps_rollup, walks every page of the process (~5-14 ms per GiB resident in 4 KiB
+pages), so it is read again only once enough time has passed to keep its reads within
+`YETO_OTEL_SMAPS_BUDGET` (0.1 % of one core by default), and the last value is exported on
+every collection in between (docs/performance.md says how stale it gets at a given size).
 
 Instrument types follow what each number is:
 
@@ -75,11 +80,63 @@ overrides ours.
 
 def _process_section() -> str:
     """Per-rank process metrics."""
-    process = [m for m in CENSUS if m.source is not Source.ALLOCATOR and not m.node]
+    process = [m for m in CENSUS
+               if m.source is not Source.ALLOCATOR and not m.node and not m.semconv]
     return f"""## Process (every rank)
 
 {_METRIC_HEADER}
 {chr(10).join(_metric_row(m) for m in process)}
+
+{_PROCESS_NUMBERS}
+"""
+
+
+_PROCESS_NUMBERS = """### What each process number includes
+
+- **rss** (`VmRSS`) = `RssAnon` + `RssFile` + `RssShmem`: every page of the process now in RAM.
+- **anonymous** (`RssAnon`, a counter the kernel keeps: ~10 µs to read at any size): private
+  anonymous pages (heap, `malloc`/anonymous `mmap`, stacks, tensors read into memory),
+  transparent huge pages included, and the copy-on-write copies made by writing into a
+  privately mapped file. Not shared anonymous memory (`MAP_SHARED|MAP_ANONYMOUS`, which is
+  Python's `mmap.mmap(-1, n)`, `/dev/shm`, memfd): the kernel counts that as shmem
+  (`RssShmem`). Measured on kernel 6.18 (`tests/census/test_anonymous_counter.py`), it equals
+  smaps_rollup `Anonymous` to within a few pages through anonymous growth in 4 KiB and huge
+  pages, copy-on-write writes into a private file mapping, and shared anonymous memory (in
+  neither number). **It can lag** on kernels before 6.2: there each thread keeps its own
+  split RSS counters and folds them into the process's every 64 page events, so `RssAnon` can
+  trail the truth by up to 64 pages (256 KiB) per thread that faulted recently (a trainer with
+  100 threads: up to ~25 MiB). From 6.2 the counters are per-CPU; a kernel whose
+  `/proc/<pid>/status` reads them without summing the CPUs' parts can be off by up to the
+  counter batch per CPU (read in the kernel's history, not measured here). For leak alerts,
+  which watch the floor over tens of minutes, either lag is noise.
+- **private_dirty** (smaps_rollup `Private_Dirty`): pages only this process maps that it has
+  written. That is its written anonymous pages, plus shmem pages no other process maps (64 MiB
+  of shared anonymous memory raised it by 64 MiB), plus page-cache pages of a file it wrote
+  and maps privately, until they are written back. Read within `YETO_OTEL_SMAPS_BUDGET`: a
+  read that took c seconds is followed by the next one c / 0.001 s later by default, so the
+  value is at most that old (6-14 minutes at 60 GiB in 4 KiB pages; docs/performance.md);
+  the step log carries its age.
+"""
+
+
+def _semconv_section() -> str:
+    """The semantic conventions' names beside ours."""
+    semconv = [m for m in CENSUS if m.semconv]
+    return f"""## OpenTelemetry semantic conventions (every rank)
+
+The process memory metrics of the OpenTelemetry semantic conventions (process metrics,
+release candidate), exported beside ours so that stock dashboards, and the collector's
+hostmetrics process scraper (which reads the same two kernel counters from `/proc/<pid>/statm`),
+line up with the census: the same names, instruments (UpDownCounter, no attributes) and
+unit. They come from the same /proc/self/status read as the `yeto.process.memory.*` metrics of
+that collection, so `process.memory.usage` always equals `yeto.process.memory.rss`. Every
+process that reports its census exports them (ranks, plain processes, DataLoader workers);
+`YETO_OTEL_SEMCONV_METRICS=off` leaves them out. They are not in the step log, which carries
+VmRSS under its own key. There is no standard name for the rest of the census (anonymous
+memory, private dirty, the high-water mark, the allocator).
+
+{_METRIC_HEADER}
+{chr(10).join(_metric_row(m) for m in semconv)}
 
 """
 
@@ -175,7 +232,10 @@ and dashboards are tested against it.
 
 def _step_log_section() -> str:
     """The step-log keys."""
-    step_keys = "\n".join(f"| `{m.step_log_key}` | `{m.name}` |" for m in CENSUS)
+    step_keys = "\n".join(f"| `{m.step_log_key}` | `{m.name}` |" for m in CENSUS
+                          if m.step_log_key)
+    ages = "\n".join(f"| `{m.step_log_age_key}` | seconds since `{m.name}` was read |"
+                     for m in CENSUS if m.step_log_age_key)
     flags = "\n".join(f"| `{gauge_flag_key(stat)}` | true once `{stat}.freed` has moved |"
                       for stat in ALLOCATOR_STATS)
     return f"""## Step-log keys
@@ -187,6 +247,12 @@ on sync rank 0 (values in the metric's unit; a source that failed is left out):
 |---|---|
 {step_keys}
 
+Values read within a CPU budget carry their age beside them (seconds, to the millisecond):
+
+| key | value |
+|---|---|
+{ages}
+
 For each allocator stat the record also says whether its `.current` is trusted as a gauge:
 
 | key | value |
@@ -197,8 +263,8 @@ For each allocator stat the record also says whether its `.current` is trusted a
 
 def metrics_md() -> str:
     return "".join(section() for section in (
-        _metrics_intro, _process_section, _node_section, _allocator_section, _errors_section,
-        _resume_section, _prometheus_section, _step_log_section))
+        _metrics_intro, _process_section, _semconv_section, _node_section, _allocator_section,
+        _errors_section, _resume_section, _prometheus_section, _step_log_section))
 
 
 def settings_md() -> str:

@@ -5,7 +5,8 @@ the ranks' DataLoader workers apart from them (docs/dashboards.md)."""
 from __future__ import annotations
 
 from yeto_otel.census import (ALLOCATOR_PREFIX, ANONYMOUS, CENSUS_ERRORS, NODE_ANON_PAGES,
-                              NODE_AVAILABLE, PRIVATE_DIRTY, RSS, RSS_PEAK, allocator_metric)
+                              NODE_AVAILABLE, PRIVATE_DIRTY, PROCESS_MEMORY_USAGE,
+                              PROCESS_MEMORY_VIRTUAL, RSS, RSS_PEAK, allocator_metric)
 from yeto_otel.names import prometheus_name
 
 from dashboard_kit import (DASHED_REF, FLOOR_REF, FREED_REF, HOST_MEMORY_CENSUS_UID,
@@ -49,6 +50,17 @@ def _process_row(layout: Layout) -> None:
         "process maps and has written; they cannot be dropped or shared, only swapped.",
         "bytes",
         [prom("A", rank_series(PRIVATE_DIRTY), RANK_LEGEND)]), w=12, h=8)
+    usage, virtual = PROCESS_MEMORY_USAGE, PROCESS_MEMORY_VIRTUAL
+    layout.add(series(
+        "Virtual memory and memory in use (OpenTelemetry names)",
+        f"{metric_name(virtual)} ({virtual.field}: every mapping, touched or not) and "
+        f"{metric_name(usage)} (dashed, {usage.field}: the RSS panel's number), the semantic "
+        "conventions' names that stock dashboards and the collector's process scraper use. "
+        "Virtual far above RSS is reserved address space (allocator arenas, mapped files not "
+        "read), not memory in use. Empty where the ranks run with YETO_OTEL_SEMCONV_METRICS=off.",
+        "bytes",
+        [prom("A", rank_series(virtual), RANK_LEGEND),
+         prom(DASHED_REF, rank_series(usage), f"in use {RANK_LEGEND}")]), w=24, h=8)
 
 
 def _node_row(layout: Layout) -> None:

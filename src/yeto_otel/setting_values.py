@@ -7,6 +7,7 @@ A parser raises `ValueError` with what it expected; `settings.parse_setting` tur
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Callable
@@ -145,6 +146,27 @@ def parse_exit_flush_timeout(value: str) -> int:
     number = int(value)
     if number > EXIT_FLUSH_TIMEOUT_LIMIT_MS:
         raise ValueError(f"must be 0 to {EXIT_FLUSH_TIMEOUT_LIMIT_MS}")
+    return number
+
+
+# The share of one core that reading /proc/self/smaps_rollup may take, in percent. Its cost
+# grows with resident memory (it walks every page-table entry), so it is read only once enough
+# time has passed since the last read; `always` reads it on every collection (small processes).
+SMAPS_BUDGET_ALWAYS = "always"
+
+
+def parse_smaps_budget(value: str) -> float:
+    """Percent of one core, 0 to 100 (`0`: never read), or `always` (math.inf: every time)."""
+    if value == SMAPS_BUDGET_ALWAYS:
+        return math.inf
+    if not value.isascii() or len(value) > 12:
+        raise ValueError("expected a number of percent or always")
+    try:
+        number = float(value)
+    except ValueError:
+        raise ValueError("expected a number of percent or always") from None
+    if not 0 <= number <= 100:  # also refuses nan and inf
+        raise ValueError("must be 0 to 100 (percent of one core)")
     return number
 
 

@@ -1,11 +1,11 @@
-"""Every setting yeto-otel reads, in one table, read and validated in one place.
+"""Every setting yeto-otel reads, read and validated in one place.
 
 This is the only module that reads (or writes) the environment. Every other module receives
 values: internal code is given a `Settings` or plain arguments, and the public entry points
 (the instrumentors, `add_census_to_step_log`, `save_resume_anchors`, `load_resume_anchors`,
 the distro and the command line) take their values as arguments and fall back to
-`load_settings()` only when an argument is not given. The table is also the source of
-`docs/settings.md`, so a setting cannot exist without being documented.
+`load_settings()` only when an argument is not given. The settings themselves are one table
+(`setting_table`, parsers in `setting_values`), also the source of `docs/settings.md`.
 """
 
 from __future__ import annotations
@@ -43,134 +43,9 @@ __all__ = [
 
 from .setting_values import (
     ANCHOR_DTYPES, HOST_ALLOCATOR_ACCEPTED, HOST_ALLOCATOR_CHOICES, IDENTITY_OWNER,
-    OTLP_EXPORTER_BY_PROTOCOL, RANK_LIMIT, SDK_VARIABLES,
-    Setting, SettingsError, parse_allocator, parse_allocator_timeout, parse_exit_flush_timeout,
-    parse_anchor_dtype, parse_directory, parse_identity_owner, parse_node_metrics,
-    parse_on_off, parse_positive_rank, parse_rank, parse_switch,
+    OTLP_EXPORTER_BY_PROTOCOL, SDK_VARIABLES, Setting, SettingsError,
 )
-
-
-SETTINGS: tuple[Setting, ...] = (
-    Setting(
-        "YETO_OTEL_HOST_ALLOCATOR",
-        "auto",
-        HOST_ALLOCATOR_ACCEPTED,
-        "Where the accelerator host (pinned) allocator's counters come from. `auto` uses CUDA "
-        "when torch is imported and CUDA is initialised, else torch_npu when it is imported, else "
-        "nothing; it never imports torch itself. `module:function` names a callable returning "
-        "the flat stats dict (other accelerators, tests).",
-        parse_allocator,
-    ),
-    Setting(
-        "YETO_OTEL_ALLOCATOR_TIMEOUT",
-        "100",
-        "a whole number of milliseconds, 1 to 60000",
-        "How long one query of the host allocator may take. A slower one is abandoned for that "
-        "collection (the allocator's fields are left out and the census error count of source "
-        "`allocator` goes up), so a stuck allocator never holds up a step or the exit; "
-        "no new query starts while an abandoned one still runs. A healthy query takes "
-        "microseconds.",
-        parse_allocator_timeout,
-    ),
-    Setting(
-        "YETO_OTEL_NODE_METRICS",
-        "auto",
-        "`auto`, `on`, `off`",
-        "Whether this process observes the node-wide `yeto.node.*` metrics. `auto`: only the "
-        "process whose `LOCAL_RANK` is 0 (or unset), so 8 ranks on a host do not report node "
-        "memory 8 times.",
-        parse_node_metrics,
-    ),
-    Setting(
-        "YETO_OTEL_DATALOADER_WORKERS",
-        "on",
-        "`on`, `off`",
-        "`on`: each DataLoader worker of a rank reports its own process census (and its "
-        "`torch.load` spans) as `<host>/rank-<RANK>/worker-<K>`, `K` the worker id, reused "
-        "across epochs. `off`: workers are silent, like every other child process.",
-        parse_on_off,
-    ),
-    Setting(
-        "YETO_OTEL_LOCAL_DIR",
-        "yeto-telemetry",
-        "a directory path (created if missing)",
-        "Where telemetry goes when no exporter endpoint is configured (no `OTEL_EXPORTER_OTLP_*"
-        "ENDPOINT`, no `OTEL_*_EXPORTER`): OTLP JSON lines files, one per signal and process, "
-        "that `yeto-otel report` reads. Relative paths are from the working directory.",
-        parse_directory,
-    ),
-    Setting(
-        "YETO_OTEL_EXIT_FLUSH_TIMEOUT",
-        "3000",
-        "a whole number of milliseconds, 0 to 30000",
-        "How long a stopping rank (SIGTERM, SIGINT, normal exit) may wait, in all, to export its "
-        "last metric collection, its ended spans and its log records; a DataLoader worker's "
-        "exit is bounded by it too. What is not exported by then (an unreachable collector) is "
-        "dropped and logged once. The default fits well inside the 30 s that torchrun, "
-        "Kubernetes and Slurm give a rank between SIGTERM and SIGKILL, and under the 5 s a "
-        "DataLoader waits for a worker to exit; a local file or an agent on the host takes "
-        "milliseconds. `0`: do not wait.",
-        parse_exit_flush_timeout,
-    ),
-    Setting(
-        "YETO_DILOCO_HOST_MEM_CENSUS",
-        "0",
-        "`0` or `1`",
-        "`1`: `add_census_to_step_log` adds the host-memory census to the step log record on "
-        "sync rank 0. Unset or `0`: the record is left exactly as it was.",
-        parse_switch,
-    ),
-    Setting(
-        "YETO_DILOCO_ANCHOR_DTYPE",
-        None,
-        ", ".join(f"`{name}`" for name in ANCHOR_DTYPES),
-        "dtype `save_resume_anchors` stores anchors in when its `dtype` argument is not given. "
-        "Unset: the tensors' own dtype (the broadcast dtype, FP32 for an int4/int8 push "
-        "session). `bfloat16` halves resident anchors but rounds `local - anchor` and the "
-        "resume's `global_new + (local - anchor_old)`: opt in knowingly.",
-        parse_anchor_dtype,
-    ),
-    Setting(
-        "YETO_DILOCO_RESUME_ANCHOR_MMAP",
-        "1",
-        "`0` or `1`",
-        "`1`: `load_resume_anchors` maps the anchor file (`torch.load(mmap=True)`), so shards the "
-        "resume never reads stay out of memory. `0`: read the whole file eagerly, as before.",
-        parse_switch,
-    ),
-    Setting(
-        "RANK",
-        None,
-        f"an integer from 0 to {RANK_LIMIT - 1}, below WORLD_SIZE when that is set",
-        "Global rank set by the launcher (torchrun). Becomes the `yeto.rank` resource attribute "
-        "and part of `service.instance.id`.",
-        parse_rank,
-    ),
-    Setting(
-        "LOCAL_RANK",
-        None,
-        f"an integer from 0 to {RANK_LIMIT}",
-        "Rank within the host, set by the launcher. Becomes `yeto.local_rank`; decides which "
-        "process reports node metrics under `YETO_OTEL_NODE_METRICS=auto`.",
-        parse_rank,
-    ),
-    Setting(
-        "WORLD_SIZE",
-        None,
-        f"an integer from 1 to {RANK_LIMIT}",
-        "Number of ranks, set by the launcher. Becomes `yeto.world_size`.",
-        parse_positive_rank,
-    ),
-    Setting(
-        IDENTITY_OWNER,
-        None,
-        "set by yeto-otel",
-        "Not a setting for people: the process that reports under an identity (a rank) writes "
-        "`<RANK>:<pid>` here, so the children that inherit its environment (spawned DataLoader "
-        "workers, multiprocessing helpers) know they are not it and stay silent.",
-        parse_identity_owner,
-    ),
-)
+from .setting_table import SETTINGS
 
 _BY_NAME = {setting.name: setting for setting in SETTINGS}
 
@@ -188,6 +63,8 @@ class Settings:
     local_rank: int | None = None
     world_size: int | None = None
     dataloader_workers: bool = True
+    smaps_budget_percent: float = 0.1
+    semconv_metrics: bool = True
     exit_flush_timeout_ms: int = 3000
     identity_owner: tuple[int | None, int] | None = None
 
@@ -210,6 +87,8 @@ _FIELDS = {
     "LOCAL_RANK": "local_rank",
     "WORLD_SIZE": "world_size",
     "YETO_OTEL_DATALOADER_WORKERS": "dataloader_workers",
+    "YETO_OTEL_SMAPS_BUDGET": "smaps_budget_percent",
+    "YETO_OTEL_SEMCONV_METRICS": "semconv_metrics",
     "YETO_OTEL_EXIT_FLUSH_TIMEOUT": "exit_flush_timeout_ms",
     IDENTITY_OWNER: "identity_owner",
 }

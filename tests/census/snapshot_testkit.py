@@ -5,6 +5,7 @@ the "never hurt the trainer" rule."""
 from __future__ import annotations
 
 import logging
+import math
 import shutil
 from pathlib import Path
 
@@ -21,11 +22,13 @@ ANON = "yeto.process.memory.anonymous"
 PRIVATE_DIRTY = "yeto.process.memory.private_dirty"
 NODE_AVAILABLE = "yeto.node.memory.available"
 NODE_ANON = "yeto.node.memory.anon_pages"
-PROCESS_NAMES = {RSS, RSS_PEAK, ANON, PRIVATE_DIRTY}
+USAGE = "process.memory.usage"  # the semantic conventions' names, on by default
+VIRTUAL = "process.memory.virtual"
+PROCESS_NAMES = {RSS, RSS_PEAK, ANON, PRIVATE_DIRTY, USAGE, VIRTUAL}
 NODE_NAMES = {NODE_AVAILABLE, NODE_ANON}
 BY_SOURCE = {
-    "status": {RSS, RSS_PEAK},
-    "smaps_rollup": {ANON, PRIVATE_DIRTY},
+    "status": {RSS, RSS_PEAK, ANON, USAGE, VIRTUAL},
+    "smaps_rollup": {PRIVATE_DIRTY},
     "meminfo": {NODE_AVAILABLE, NODE_ANON},
 }
 ALLOC = "yeto.host_allocator."
@@ -34,7 +37,9 @@ COLLECTIONS = 3
 
 
 def reader_for(root, *, allocator=None, node_metrics=True) -> CensusReader:
-    return CensusReader(proc_root=str(root), allocator=allocator, node_metrics=node_metrics)
+    """smaps_rollup read on every take, like the other files (its budget: test_smaps_budget)."""
+    return CensusReader(proc_root=str(root), allocator=allocator, node_metrics=node_metrics,
+                        smaps_budget_percent=math.inf)
 
 
 def fake_source() -> AllocatorSource:

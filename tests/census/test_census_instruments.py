@@ -3,7 +3,8 @@
 import pytest
 
 from census_harness import census_on_sdk, collected, instrument_shape, point_values
-from yeto_otel.census import CENSUS, Instrument
+from yeto_otel.census import CENSUS, Instrument, Source
+from yeto_otel.settings import Settings
 from yeto_otel.testing import HostAllocatorStandIn
 
 SHAPE = {
@@ -82,33 +83,56 @@ def test_running_total_build_never_shows_current_as_a_gauge():
             {(): step * 10**9}
 
 
+def reads_since(files: dict) -> callable:
+    """A function giving the reads of each file made since this call."""
+    start = {source: f.reads for source, f in files.items()}
+    return lambda: {str(source): f.reads - start[source] for source, f in files.items()}
+
+
 def test_one_read_of_each_source_per_collection():
     box = HostAllocatorStandIn(HostAllocatorStandIn.full_stats(freed=1))
     _, (reader,), census = census_on_sdk(allocator=box.source())
     files = census.reader.proc_files
+    reads = reads_since(files)
     for n in range(1, 4):
         metrics = collected(reader)
         assert len(metrics) == len(CENSUS) + 1  # every instrument observed
-        assert {str(s): f.reads for s, f in files.items()} == {str(s): n for s in files}
+        assert reads() == {str(s): n for s in files}
         assert box.calls == n
+
+
+def test_smaps_rollup_within_the_default_budget_is_exported_on_every_collection():
+    """status and meminfo every collection; smaps_rollup when its budget allows, its last
+    value exported in every collection (when it is re-read is tested with a fake clock in
+    test_smaps_budget.py)."""
+    box = HostAllocatorStandIn(HostAllocatorStandIn.full_stats(freed=1))
+    _, (reader,), census = census_on_sdk(allocator=box.source(),
+                                         smaps_budget_percent=Settings().smaps_budget_percent)
+    files = census.reader.proc_files
+    for n in range(1, 4):
+        metrics = collected(reader)
+        assert len(metrics) == len(CENSUS) + 1  # Private_Dirty among them every time
+        assert files[Source.STATUS].reads == files[Source.MEMINFO].reads == n
+    assert census.reader.smaps_rollup.reads >= 1
 
 
 def test_one_read_per_reader_per_collection_with_two_readers():
     box = HostAllocatorStandIn(HostAllocatorStandIn.full_stats(freed=1))
     _, (a, b), census = census_on_sdk(allocator=box.source(), readers=2)
-    files = census.reader.proc_files
+    reads = reads_since(census.reader.proc_files)
     collected(a)
     collected(b)
     collected(a)
-    assert all(f.reads == 3 for f in files.values())
+    assert set(reads().values()) == {3}
     assert box.calls == 3
 
 
 def test_read_count_does_not_grow_with_instrument_count():
     # With no allocator and no node metrics fewer instruments exist; reads are the same.
     _, (reader,), census = census_on_sdk(node_metrics=False)
+    reads = reads_since(census.reader.proc_files)
     collected(reader)
-    assert {f.reads for f in census.reader.proc_files.values()} == {1}
+    assert set(reads().values()) == {1}
 
 
 def test_node_metrics_only_where_asked():
@@ -154,12 +178,12 @@ def test_errors_counter_starts_at_zero_for_every_source_in_use():
 def test_stop_ends_reads():
     box = HostAllocatorStandIn(HostAllocatorStandIn.full_stats(freed=1))
     _, (reader,), census = census_on_sdk(allocator=box.source())
+    reads = reads_since(census.reader.proc_files)
     collected(reader)
-    files = census.reader.proc_files
     census.stop()
     collected(reader)
     collected(reader)
-    assert all(f.reads == 1 for f in files.values())
+    assert set(reads().values()) == {1}
     assert box.calls == 1
 
 

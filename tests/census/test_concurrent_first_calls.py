@@ -4,6 +4,7 @@ leaked)."""
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 
@@ -42,7 +43,8 @@ def all_at_once(call) -> list[BaseException]:
 def test_first_takes_of_a_shared_reader_open_each_file_once():
     before = open_descriptors()
     for _ in range(ROUNDS):
-        reader = CensusReader(allocator=None, node_metrics=True)
+        # smaps_rollup read on every take, like the other files (not only when its budget allows)
+        reader = CensusReader(allocator=None, node_metrics=True, smaps_budget_percent=math.inf)
         assert all_at_once(reader.take) == []
         assert len(open_descriptors() - before) == len(reader.proc_files)  # one per file
         reader.close()
@@ -50,7 +52,8 @@ def test_first_takes_of_a_shared_reader_open_each_file_once():
 
 
 def test_first_step_log_calls_from_many_threads_leak_nothing(monkeypatch):
-    settings = Settings(step_log_census=True, host_allocator="none")
+    settings = Settings(step_log_census=True, host_allocator="none",
+                        smaps_budget_percent=math.inf)
     before = open_descriptors()
     for _ in range(ROUNDS):
         monkeypatch.setattr(_step_log, "_reader", None)

@@ -10,7 +10,8 @@ import os
 import pytest
 
 from snapshot_testkit import (ALLOC, ANON, COLLECTIONS, FIXTURES, KB, NODE_ANON, NODE_AVAILABLE,
-                              NODE_NAMES, PRIVATE_DIRTY, PROCESS_NAMES, RSS, RSS_PEAK,
+                              NODE_NAMES, PRIVATE_DIRTY, PROCESS_NAMES, RSS, RSS_PEAK, USAGE,
+                              VIRTUAL, BY_SOURCE,
                               assert_fault_rule, census_warnings, copy_root, fake_source,
                               reader_for, take_several)
 from yeto_otel.census import CensusReader, Kind, Quantity, Source
@@ -21,9 +22,9 @@ from yeto_otel.testing import HostAllocatorStandIn, settable
 
 EXPECTED_KB = {
     "baseline": {RSS: 10452, RSS_PEAK: 10452, ANON: 4212, PRIVATE_DIRTY: 4212,
-                 NODE_AVAILABLE: 24358844, NODE_ANON: 11772},
-    "large_anon": {RSS: 403716, RSS_PEAK: 403716, ANON: 397452, PRIVATE_DIRTY: 397452,
-                   NODE_AVAILABLE: 23964060, NODE_ANON: 404984},
+                 NODE_AVAILABLE: 24358844, NODE_ANON: 11772, USAGE: 10452, VIRTUAL: 13424},
+    "large_anon": {RSS: 403716, RSS_PEAK: 403716, ANON: 397448, PRIVATE_DIRTY: 397452,
+                   NODE_AVAILABLE: 23964060, NODE_ANON: 404984, USAGE: 403716, VIRTUAL: 406676},
 }
 
 
@@ -125,14 +126,15 @@ def test_real_proc_never_faults():
 
 @pytest.mark.parametrize("variant, present_kb, faulty", [
     ("no_smaps_rollup",
-     {RSS: 10452, RSS_PEAK: 10452, NODE_AVAILABLE: 24358844, NODE_ANON: 11772},
+     {RSS: 10452, RSS_PEAK: 10452, ANON: 4212, NODE_AVAILABLE: 24358844, NODE_ANON: 11772,
+      USAGE: 10452, VIRTUAL: 13424},
      {"smaps_rollup": "No such file or directory"}),
     ("garbage",
-     {RSS_PEAK: 10452},
-     {"status": "VmRSS is not a number", "smaps_rollup": "Anonymous missing",
+     {RSS_PEAK: 10452, ANON: 4212, VIRTUAL: 13424},  # a bad VmRSS leaves out both its names
+     {"status": "VmRSS is not a number", "smaps_rollup": "Private_Dirty missing",
       "meminfo": "MemAvailable is not a number"}),
     ("empty", {},
-     {"status": "VmRSS missing", "smaps_rollup": "Anonymous missing",
+     {"status": "VmRSS missing", "smaps_rollup": "Private_Dirty missing",
       "meminfo": "MemAvailable missing"}),
 ])
 def test_faulty_fixtures(variant, present_kb, faulty, caplog):
@@ -155,8 +157,11 @@ def test_truncated_fixture_smaps_rollup_and_meminfo(caplog):
         assert snap[NODE_AVAILABLE].value == 24358844 * KB
         assert ANON not in snap and NODE_ANON not in snap
     counts = reader.ledger.counts()
-    assert counts["smaps_rollup"] == COLLECTIONS and counts["meminfo"] == COLLECTIONS
-    for source, reason in (("smaps_rollup", "Anonymous missing"),
+    # smaps_rollup is cut after Private_Dirty, the one field read there: not a fault. status is
+    # cut before RssAnon (Anonymous): that is.
+    assert "smaps_rollup" not in counts
+    assert counts["status"] == COLLECTIONS and counts["meminfo"] == COLLECTIONS
+    for source, reason in (("status", "RssAnon missing"),
                            ("meminfo", "AnonPages missing")):
         mine = [w.getMessage() for w in census_warnings(caplog) if f"skipping {source} " in
                 w.getMessage()]
@@ -198,7 +203,7 @@ def test_a_path_that_is_a_directory(tmp_path, caplog):
     reader = reader_for(root)
     snaps = take_several(reader)
     for snap in snaps:
-        assert set(snap.values) == PROCESS_NAMES - {ANON, PRIVATE_DIRTY} | NODE_NAMES
+        assert set(snap.values) == PROCESS_NAMES - BY_SOURCE["smaps_rollup"] | NODE_NAMES
     assert_fault_rule(caplog, reader, snaps, {"smaps_rollup": "Is a directory"})
 
 
@@ -211,7 +216,7 @@ def test_a_read_that_fails_in_the_kernel(tmp_path, caplog):
     reader = reader_for(root)
     snaps = take_several(reader)
     for snap in snaps:
-        assert set(snap.values) == PROCESS_NAMES - {RSS, RSS_PEAK} | NODE_NAMES
+        assert set(snap.values) == PROCESS_NAMES - BY_SOURCE["status"] | NODE_NAMES
     assert_fault_rule(caplog, reader, snaps, {"status": "Input/output error"})
 
 
@@ -265,7 +270,7 @@ def test_permission_denied_chmod_000(tmp_path):
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout)
     for names in out["names"]:
-        assert set(names) == PROCESS_NAMES - {RSS, RSS_PEAK} | NODE_NAMES
+        assert set(names) == PROCESS_NAMES - BY_SOURCE["status"] | NODE_NAMES
     assert out["errors"] == {"status": 3}
     assert result.stderr.count("Permission denied") == 1  # logged once
 
@@ -273,12 +278,12 @@ def test_permission_denied_chmod_000(tmp_path):
 def test_a_file_that_disappears_and_comes_back(tmp_path, caplog):
     root = copy_root(tmp_path)
     reader = reader_for(root, node_metrics=False)
-    assert reader.take()[ANON].value == 4212 * KB
+    assert reader.take()[PRIVATE_DIRTY].value == 4212 * KB
     reader.close()  # drop the fds so the next read has to open again
     smaps = root / "self" / "smaps_rollup"
     saved = smaps.read_bytes()
     smaps.unlink()
-    assert ANON not in reader.take()
+    assert PRIVATE_DIRTY not in reader.take()
     smaps.write_bytes(saved)
-    assert reader.take()[ANON].value == 4212 * KB
+    assert reader.take()[PRIVATE_DIRTY].value == 4212 * KB
     assert reader.ledger.counts() == {"smaps_rollup": 1}

@@ -50,8 +50,11 @@ def test_on_adds_every_documented_key(monkeypatch, allocator):
     assert record["host_mem.host_alloc.active_bytes.current_is_gauge"] is True
     assert record["host_mem.host_alloc.allocated_bytes.current_is_gauge"] is False
     assert all(isinstance(record[k], int) and record[k] > 0 for k in PROCESS_AND_NODE_KEYS)
-    expected = {m.step_log_key for m in CENSUS}
+    expected = {m.step_log_key for m in CENSUS if m.step_log_key}
     assert expected <= set(record)
+    # The semantic conventions' names have no step-log key: VmRSS is there as our own key.
+    assert "" not in record
+    assert not {m.name for m in CENSUS if m.semconv} & set(record)
 
 
 @pytest.mark.parametrize("rank_env, rank_arg, adds", [

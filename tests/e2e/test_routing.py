@@ -11,7 +11,8 @@ import yaml
 
 import required_components
 from e2e_ranks import assert_prometheus_rejected_nothing, job_matcher, run_ranks
-from yeto_otel.names import exported_metric_names
+from yeto_otel.census import PROCESS_MEMORY_USAGE, PROCESS_MEMORY_VIRTUAL, RSS
+from yeto_otel.names import exported_metric_names, prometheus_name_of
 
 stack_module = required_components.stack_module()
 
@@ -145,6 +146,39 @@ def test_prometheus_has_the_census_per_rank(stack, run):
         timeout=QUERY_TIMEOUT, what="yeto_node_memory_anon_pages_bytes")
     assert {_rank_of(s) for s in node} == {"0"}, node
     assert len(node) == 1, node
+
+
+def test_prometheus_has_the_semantic_conventions_names_per_rank(stack, run):
+    """process.memory.usage and process.memory.virtual arrive from both ranks as gauges, under
+    the names the collector's process scraper's series get; usage is the RSS of the same
+    collection and virtual is at least that."""
+    service, _ = run
+    job = job_matcher(service)
+    usage, virtual, rss = (prometheus_name_of(m)
+                           for m in (PROCESS_MEMORY_USAGE, PROCESS_MEMORY_VIRTUAL, RSS))
+    assert (usage, virtual) == ("process_memory_usage_bytes", "process_memory_virtual_bytes")
+
+    def per_rank(expr: str) -> dict | None:
+        # one query, so both operands are the samples of one instant; vector matching pairs
+        # each rank's series by every label but the metric name
+        values = {_rank_of(s): float(s["value"][1]) for s in stack.prometheus_query(expr)}
+        return values if set(values) == {"0", "1"} else None
+
+    def settled(expr: str, holds) -> dict | None:
+        values = per_rank(expr)
+        return values if values is not None and all(map(holds, values.values())) else None
+
+    difference = stack.wait_for(
+        lambda: settled(f"{usage}{{{job}}} - {rss}{{{job}}}", lambda v: v == 0),
+        timeout=QUERY_TIMEOUT, what=f"{usage} equal to {rss} for both ranks")
+    assert set(difference) == {"0", "1"}
+    above = stack.wait_for(
+        lambda: settled(f"{virtual}{{{job}}} - {usage}{{{job}}}", lambda v: v >= 0),
+        timeout=QUERY_TIMEOUT, what=f"{virtual} at least {usage} for both ranks")
+    assert set(above) == {"0", "1"}
+    names = stack.prometheus_names(_written(service))
+    assert {usage, virtual} <= names
+    assert not {usage + "_total", virtual + "_total"} & names  # gauges, never counters
 
 
 def test_no_sample_rejected(stack, run):

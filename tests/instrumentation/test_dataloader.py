@@ -5,6 +5,7 @@ switched off or when the loader belongs to a child. (Spawn, forkserver and torch
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 import re
@@ -16,6 +17,7 @@ torch = pytest.importorskip("torch")
 from torch.utils.data import DataLoader  # noqa: E402
 
 from forked import in_fork  # noqa: E402
+from yeto_otel.census import CENSUS, Source  # noqa: E402
 from yeto_otel.instrumentation import DataLoaderWorkerInstrumentor, WorkerTelemetry  # noqa: E402
 from yeto_otel.otel import Role, _pipeline, _process  # noqa: E402
 from yeto_otel.settings import IDENTITY_OWNER, Settings  # noqa: E402
@@ -89,6 +91,32 @@ def test_a_second_loader_has_a_slot_of_its_own(instrumented):
     names = worker_files(instrumented / "telemetry")
     assert sum("_loader-1_worker-" in n for n in names) == 2
     assert sum("_loader-" not in n for n in names) == 2
+
+
+def metric_names(directory: Path, pattern: str) -> set[str]:
+    return {metric["name"] for path in directory.glob(pattern)
+            for line in path.read_text().splitlines() if line.strip()
+            for rm in json.loads(line)["resourceMetrics"]
+            for sm in rm["scopeMetrics"] for metric in sm["metrics"]}
+
+
+@pytest.mark.parametrize("semconv", [True, False])
+def test_workers_export_the_semantic_conventions_names_as_the_setting_says(job, semconv):
+    """A worker's process census is a rank's: the semantic conventions' names beside ours
+    unless YETO_OTEL_SEMCONV_METRICS is off; never the node's."""
+    instrumentor = DataLoaderWorkerInstrumentor()
+    instrumentor.instrument(settings=Settings(local_dir=str(job / "telemetry"),
+                                              semconv_metrics=semconv))
+    try:
+        run_epochs(loader(job), 1)
+    finally:
+        instrumentor.uninstrument()
+    names = metric_names(job / "telemetry", "metrics-*worker*")
+    assert {m.name for m in CENSUS if not m.node and m.source is Source.STATUS
+            and not m.semconv} <= names
+    semconv_names = {m.name for m in CENSUS if m.semconv}
+    assert names & semconv_names == (semconv_names if semconv else set())
+    assert not {m.name for m in CENSUS if m.node} & names
 
 
 def test_switched_off_nothing_is_patched(job):

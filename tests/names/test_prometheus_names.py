@@ -9,6 +9,9 @@ from yeto_otel.names import LOAD_MODE_ATTRIBUTE, RESUME_METRICS
 
 @pytest.mark.parametrize("otel, unit, counter, expected", [
     ("yeto.process.memory.rss", "By", False, "yeto_process_memory_rss_bytes"),
+    # the semantic conventions' names, as the remote-write exporter writes them
+    ("process.memory.usage", "By", False, "process_memory_usage_bytes"),
+    ("process.memory.virtual", "By", False, "process_memory_virtual_bytes"),
     ("yeto.census.errors", "{error}", True, "yeto_census_errors_total"),
     # a `bytes` token already in the name: no second suffix
     ("yeto.host_allocator.allocated_bytes.current", "By", False,
@@ -33,6 +36,8 @@ def test_every_exported_metric_has_one_distinct_name():
     assert set(names.values()) == {m.name for m in (*CENSUS, CENSUS_ERRORS, *RESUME_METRICS)}
     assert names["yeto_node_memory_anon_pages_bytes"] == "yeto.node.memory.anon_pages"
     assert names["yeto_resume_anchors_bytes_mapped"] == "yeto.resume.anchors.bytes_mapped"
+    assert names["process_memory_usage_bytes"] == "process.memory.usage"
+    assert names["process_memory_virtual_bytes"] == "process.memory.virtual"
     # running totals are the only `_total` names
     totals = {n for n in names if n.endswith("_total")}
     assert totals == {n for n, otel in names.items()

@@ -23,7 +23,8 @@ def test_every_name_is_documented():
     docs = render_all()
     for m in CENSUS:
         assert f"`{m.name}`" in docs["docs/metrics.md"]
-        assert f"`{m.step_log_key}`" in docs["docs/metrics.md"]
+        if m.step_log_key:  # the semantic conventions' rows have none
+            assert f"`{m.step_log_key}`" in docs["docs/metrics.md"]
     for s in SETTINGS:
         assert f"`{s.name}`" in docs["docs/settings.md"]
     for span in SPANS:

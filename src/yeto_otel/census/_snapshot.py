@@ -1,8 +1,11 @@
 """One census snapshot: every source read once, every value a typed `Quantity`.
 
-`CensusReader.take()` reads /proc/self/status, /proc/self/smaps_rollup, /proc/meminfo (when
-this process reports node metrics) and queries the host allocator once. It never raises:
-a source that fails is left out of the snapshot and counted in the `FaultLedger`.
+`CensusReader.take()` reads /proc/self/status, /proc/meminfo (when this process reports node
+metrics) and queries the host allocator once, each at a cost that does not grow with the
+process. /proc/self/smaps_rollup, whose read walks every page of the process, is read within a
+CPU budget shared by every reader of the process (`_budgeted_read`): the snapshot carries its
+last values and their age. It never raises: a source that fails is left out of the snapshot
+and counted in the `FaultLedger`.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Mapping
 from ..settings import Settings
 from ._allocator import AllocatorSource, GaugeEvidence, read_allocator_stats, resolve_allocator
 from ._bounded_call import CallFailed, CallTimedOut
+from ._budgeted_read import BudgetedRead, Clock, shared_budgeted_read
 from ._table import CENSUS, CensusMetric, Source
 from ._fault_ledger import FaultLedger
 from ..proc import ProcFile, ProcReadError, parse_kb_fields
@@ -33,6 +37,8 @@ _PROC_SOURCES = {
 class CensusSnapshot:
     taken_ns: int
     values: Mapping[str, Quantity] = field(default_factory=dict)
+    # name -> how old its value is (ns), for the values read within a budget, not just now
+    ages_ns: Mapping[str, int] = field(default_factory=dict)
 
     def get(self, name: str) -> Quantity | None:
         return self.values.get(name)
@@ -45,10 +51,18 @@ class CensusSnapshot:
 
 
 class CensusReader:
-    """Holds the open /proc files and the allocator's gauge evidence across collections."""
+    """Holds the open /proc files and the allocator's gauge evidence across collections.
+
+    `smaps_budget_percent`: the share of one core smaps_rollup reads may take (0: never read,
+    its rows are left out; inf: every collection). Readers with the same budget and `clock`
+    share one budget and one last sample; a test passes a clock of its own.
+    """
 
     def __init__(self, *, allocator: AllocatorSource | None, node_metrics: bool,
-                 proc_root: str = "/proc", ledger: FaultLedger | None = None):
+                 proc_root: str = "/proc", ledger: FaultLedger | None = None,
+                 semconv: bool = True,
+                 smaps_budget_percent: float = Settings.smaps_budget_percent,
+                 clock: Clock = time.monotonic_ns):
         self.allocator = allocator
         self.node_metrics = node_metrics
         self.ledger = ledger or FaultLedger()
@@ -56,12 +70,30 @@ class CensusReader:
         self.metrics = tuple(
             m for m in CENSUS
             if (node_metrics or not m.node)
+            and (semconv or not m.semconv)
+            and (smaps_budget_percent > 0 or m.source is not Source.SMAPS_ROLLUP)
             and (allocator is not None or m.source is not Source.ALLOCATOR))
+        # Rows that read the same field (VmRSS under our name and the semantic conventions')
+        # take it from one parse: the first row parses it, the others are its twins.
+        self._twins: dict[str, tuple[str, ...]] = {}
         self._files: dict[Source, tuple[ProcFile, dict[bytes, str]]] = {}
         for source, relative in _PROC_SOURCES.items():
-            wanted = {m.field.encode(): m.name for m in self.metrics if m.source is source}
+            wanted: dict[bytes, str] = {}
+            for m in [m for m in self.metrics if m.source is source]:
+                first = wanted.setdefault(m.field.encode(), m.name)
+                if first != m.name:
+                    self._twins[first] = (*self._twins.get(first, ()), m.name)
             if wanted:
                 self._files[source] = (ProcFile(os.path.join(proc_root, relative)), wanted)
+        self._smaps: BudgetedRead[_Fields] | None = None
+        self._smaps_seen = 0  # the last sample whose fault this reader has counted
+        if Source.SMAPS_ROLLUP in self._files:
+            proc_file, wanted = self._files.pop(Source.SMAPS_ROLLUP)
+            # This reader's own read (its own descriptor, as for the other files); when it runs
+            # is up to the budget it shares with the process's other readers.
+            self.smaps_rollup_read = _FieldsRead(proc_file, wanted)
+            self._smaps = shared_budgeted_read((proc_file.path, tuple(wanted)),
+                                               percent=smaps_budget_percent, clock=clock)
         self._allocator_metrics = tuple(m for m in self.metrics if m.source is Source.ALLOCATOR)
 
     @classmethod
@@ -69,24 +101,52 @@ class CensusReader:
                       proc_root: str = "/proc") -> "CensusReader":
         """The reader for these settings: the allocator `YETO_OTEL_HOST_ALLOCATOR` names (a bad
         one raises `SettingsError` now), node metrics as `YETO_OTEL_NODE_METRICS` decides
-        unless `node_metrics` says otherwise."""
+        unless `node_metrics` says otherwise, the semantic-conventions names as
+        `YETO_OTEL_SEMCONV_METRICS` decides."""
         return cls(allocator=resolve_allocator(settings.host_allocator,
                                                timeout_ms=settings.allocator_timeout_ms),
                    node_metrics=settings.reports_node_metrics if node_metrics is None
                    else node_metrics,
-                   proc_root=proc_root)
+                   proc_root=proc_root, semconv=settings.semconv_metrics,
+                   smaps_budget_percent=settings.smaps_budget_percent)
 
     @property
     def proc_files(self) -> dict[Source, ProcFile]:
-        return {source: pf for source, (pf, _) in self._files.items()}
+        files = {source: pf for source, (pf, _) in self._files.items()}
+        if self._smaps is not None:
+            files[Source.SMAPS_ROLLUP] = self.smaps_rollup_read.proc_file
+        return files
+
+    @property
+    def smaps_rollup(self) -> BudgetedRead | None:
+        """The budgeted smaps_rollup read this reader shares (None with a budget of 0)."""
+        return self._smaps
 
     def take(self) -> CensusSnapshot:
         values: dict[str, Quantity] = {}
+        ages: dict[str, int] = {}
         for source, (proc_file, wanted) in self._files.items():
             self._read_proc(source, proc_file, wanted, values)
+        if self._smaps is not None:
+            self._take_smaps_rollup(self._smaps, values, ages)
         if self.allocator is not None:
             self._read_allocator(values)
-        return CensusSnapshot(time.time_ns(), values)
+        return CensusSnapshot(time.time_ns(), values, ages)
+
+    def _take_smaps_rollup(self, smaps: BudgetedRead, values: dict[str, Quantity],
+                           ages: dict[str, int]) -> None:
+        sample = smaps.latest(self.smaps_rollup_read)  # a new read only when the budget allows
+        if sample is None:
+            return
+        found, problem = sample.value
+        if sample.number != self._smaps_seen:  # a new read: count its fault here once
+            self._smaps_seen = sample.number
+            if problem:
+                self.ledger.record(Source.SMAPS_ROLLUP.label, problem)
+        age = sample.age_ns(smaps.clock())
+        for name, number in found.items():
+            values[name] = _quantity(name, number)
+            ages[name] = age
 
     def _read_proc(self, source: Source, proc_file: ProcFile, wanted: dict[bytes, str],
                    values: dict[str, Quantity]) -> None:
@@ -100,6 +160,8 @@ class CensusReader:
             self.ledger.record(source.label, "; ".join(problems))
         for name, number in found.items():
             values[name] = _quantity(name, number)
+            for twin in self._twins.get(name, ()):
+                values[twin] = _quantity(twin, number)
 
     def _read_allocator(self, values: dict[str, Quantity]) -> None:
         try:
@@ -128,8 +190,27 @@ class CensusReader:
             values[m.name] = Quantity(m.name, number, kind, m.unit)
 
     def close(self) -> None:
-        for proc_file, _ in self._files.values():
+        for proc_file in self.proc_files.values():
             proc_file.close()
+
+
+_Fields = tuple[dict[str, int], str]  # the values found, and what was wrong ("" if nothing)
+
+
+class _FieldsRead:
+    """One read and parse of a /proc file, as `BudgetedRead` calls it: never raises."""
+
+    def __init__(self, proc_file: ProcFile, wanted: dict[bytes, str]):
+        self.proc_file = proc_file
+        self.wanted = wanted
+
+    def __call__(self) -> _Fields:
+        try:
+            data = self.proc_file.read()
+        except ProcReadError as exc:
+            return {}, str(exc)
+        found, problems = parse_kb_fields(self.proc_file.path, data, self.wanted)
+        return found, "; ".join(problems)
 
 
 _TABLE = {m.name: m for m in CENSUS}

@@ -39,7 +39,8 @@ def _sync_rank(rank: int | None, settings: Settings) -> int:
 
 def _census_reader(settings: Settings) -> CensusReader:
     global _reader, _reader_choice
-    choice = (settings.host_allocator, settings.allocator_timeout_ms)
+    choice = (settings.host_allocator, settings.allocator_timeout_ms,
+              settings.smaps_budget_percent)
     with _lock:
         if _reader is None or _reader_choice != choice:
             try:
@@ -49,7 +50,8 @@ def _census_reader(settings: Settings) -> CensusReader:
                 # started without it keeps its step log: the rest of the census, with the
                 # allocator skipped, counted and its reason logged once.
                 _reader = CensusReader(allocator=unresolved_allocator(settings.host_allocator,
-                                                                      exc), node_metrics=True)
+                                                                      exc), node_metrics=True,
+                                       smaps_budget_percent=settings.smaps_budget_percent)
             _reader_choice = choice
         return _reader
 
@@ -64,6 +66,9 @@ def add_census_to_step_log(record: dict, *, rank: int | None = None,
     allocator never raises: its fields are left out. That includes an allocator setting that
     cannot be resolved (a module that does not import, a name that is not a callable), and an
     allocator query that is slower than YETO_OTEL_ALLOCATOR_TIMEOUT: this never waits longer.
+    Its cost does not grow with the process's size, except for a read of smaps_rollup
+    (Private_Dirty) within YETO_OTEL_SMAPS_BUDGET, shared with the census's other readers;
+    between reads the record carries the last value and its age in seconds.
     """
     if settings is None:
         settings = load_settings()
@@ -71,9 +76,12 @@ def add_census_to_step_log(record: dict, *, rank: int | None = None,
         return record
     snapshot = _census_reader(settings).take()
     for m in CENSUS:
-        quantity = snapshot.get(m.name)
+        quantity = snapshot.get(m.name) if m.step_log_key else None
         if quantity is not None:
             record[m.step_log_key] = quantity.value
+            age_ns = snapshot.ages_ns.get(m.name)
+            if m.step_log_age_key and age_ns is not None:
+                record[m.step_log_age_key] = round(age_ns / 1e9, 3)
     for stat in ALLOCATOR_STATS:
         current = snapshot.get(allocator_metric(stat, "current").name)
         if current is not None:

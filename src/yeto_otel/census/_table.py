@@ -20,6 +20,8 @@ __all__ = [
     "NODE_ANON_PAGES",
     "NODE_AVAILABLE",
     "PRIVATE_DIRTY",
+    "PROCESS_MEMORY_USAGE",
+    "PROCESS_MEMORY_VIRTUAL",
     "RSS",
     "RSS_PEAK",
     "STEP_LOG_ALLOCATOR_PREFIX",
@@ -72,8 +74,12 @@ class CensusMetric:
     kind: Kind
     unit: str
     description: str
-    step_log_key: str
+    step_log_key: str  # "" for a row the step log does not carry
     node: bool = False  # observed once per host, not once per rank
+    semconv: bool = False  # an OpenTelemetry semantic-conventions name (a setting turns it off)
+    # A row read within a CPU budget (its last value is exported between reads): the step-log
+    # key of that value's age in seconds.
+    step_log_age_key: str = ""
 
     @property
     def instrument(self) -> Instrument:
@@ -91,13 +97,18 @@ RSS_PEAK = CensusMetric(
     "Largest resident set size this process has had (high-water mark).",
     "host_mem.vm_hwm_bytes")
 ANONYMOUS = CensusMetric(
-    "yeto.process.memory.anonymous", Source.SMAPS_ROLLUP, "Anonymous", Kind.GAUGE, "By",
+    "yeto.process.memory.anonymous", Source.STATUS, "RssAnon", Kind.GAUGE, "By",
     "Anonymous pages resident in this process (heap, tensors read into memory, copy-on-write "
-    "copies of mapped files). What a leak grows.", "host_mem.anonymous_bytes")
+    "copies of mapped files; not shared anonymous memory, which the kernel counts as shmem). "
+    "What a leak grows. The kernel's counter: fresh on every collection at any size.",
+    "host_mem.anonymous_bytes")
 PRIVATE_DIRTY = CensusMetric(
     "yeto.process.memory.private_dirty", Source.SMAPS_ROLLUP, "Private_Dirty", Kind.GAUGE, "By",
     "Pages only this process maps that it has written: memory that cannot be dropped or "
-    "shared, only swapped.", "host_mem.private_dirty_bytes")
+    "shared, only swapped. Its read walks every page of the process, so it is re-read only "
+    "within YETO_OTEL_SMAPS_BUDGET and the last value is exported in between (its age is in "
+    "the step log).", "host_mem.private_dirty_bytes",
+    step_log_age_key="host_mem.private_dirty_age_seconds")
 NODE_AVAILABLE = CensusMetric(
     "yeto.node.memory.available", Source.MEMINFO, "MemAvailable", Kind.GAUGE, "By",
     "The kernel's estimate of memory available for new work without swapping (free plus "
@@ -108,7 +119,22 @@ NODE_ANON_PAGES = CensusMetric(
     "Anonymous pages mapped by all processes on the host: the node-wide signal for leak "
     "alerts. Observed by one process per host.", "host_mem.node_anon_pages_bytes", node=True)
 
-_PROCESS_AND_NODE = (RSS, RSS_PEAK, ANONYMOUS, PRIVATE_DIRTY, NODE_AVAILABLE, NODE_ANON_PAGES)
+# The OpenTelemetry semantic conventions' process memory metrics (release candidate), beside
+# ours so stock dashboards and the collector's process scraper (which reads the same two kernel
+# counters from /proc/<pid>/statm) line up with the census. Read in the same /proc/self/status
+# read as ours. Not in the step log: it carries VmRSS already, and the names are OpenTelemetry's.
+PROCESS_MEMORY_USAGE = CensusMetric(
+    "process.memory.usage", Source.STATUS, "VmRSS", Kind.GAUGE, "By",
+    "The amount of physical memory in use (OpenTelemetry semantic conventions): the resident "
+    "set size, the same number as `yeto.process.memory.rss`.", "", semconv=True)
+PROCESS_MEMORY_VIRTUAL = CensusMetric(
+    "process.memory.virtual", Source.STATUS, "VmSize", Kind.GAUGE, "By",
+    "The amount of committed virtual memory (OpenTelemetry semantic conventions): the size of "
+    "every mapping of the process, touched or not (reserved address space included).", "",
+    semconv=True)
+
+_PROCESS_AND_NODE = (RSS, RSS_PEAK, ANONYMOUS, PRIVATE_DIRTY, NODE_AVAILABLE, NODE_ANON_PAGES,
+                     PROCESS_MEMORY_USAGE, PROCESS_MEMORY_VIRTUAL)
 
 ALLOCATOR_PREFIX = "yeto.host_allocator."
 STEP_LOG_ALLOCATOR_PREFIX = "host_mem.host_alloc."

@@ -49,7 +49,9 @@ def start_worker_telemetry(settings: Settings, attributes: dict, loader_slot: in
     pipeline = start_process_pipeline(
         worker_resource_attributes(attributes, worker_id, loader_slot), settings)
     meter = pipeline.meter_provider.get_meter(METER_NAME, __version__)
-    CensusInstruments(meter, CensusReader(allocator=None, node_metrics=False))
+    CensusInstruments(meter, CensusReader(
+        allocator=None, node_metrics=False, semconv=settings.semconv_metrics,
+        smaps_budget_percent=settings.smaps_budget_percent))
     # multiprocessing runs finalizers with a priority when the worker's target returns,
     # before os._exit, which skips atexit.
     multiprocessing.util.Finalize(None, pipeline.shutdown, exitpriority=_FLUSH_PRIORITY)

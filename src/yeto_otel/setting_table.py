@@ -1,0 +1,155 @@
+"""The table of every setting yeto-otel reads: name, default, what it accepts, what it does and
+its parser. Pure data: `yeto_otel.settings` reads the environment against it, and
+`docs/settings.md` is generated from it, so a setting cannot exist without being documented."""
+
+from __future__ import annotations
+
+from .setting_values import (
+    Setting, ANCHOR_DTYPES, HOST_ALLOCATOR_ACCEPTED, IDENTITY_OWNER, RANK_LIMIT,
+    parse_allocator, parse_allocator_timeout, parse_anchor_dtype, parse_directory,
+    parse_exit_flush_timeout, parse_identity_owner, parse_node_metrics, parse_on_off,
+    parse_positive_rank, parse_rank, parse_smaps_budget, parse_switch,
+)
+
+__all__ = ["SETTINGS"]
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting(
+        "YETO_OTEL_HOST_ALLOCATOR",
+        "auto",
+        HOST_ALLOCATOR_ACCEPTED,
+        "Where the accelerator host (pinned) allocator's counters come from. `auto` uses CUDA "
+        "when torch is imported and CUDA is initialised, else torch_npu when it is imported, else "
+        "nothing; it never imports torch itself. `module:function` names a callable returning "
+        "the flat stats dict (other accelerators, tests).",
+        parse_allocator,
+    ),
+    Setting(
+        "YETO_OTEL_ALLOCATOR_TIMEOUT",
+        "100",
+        "a whole number of milliseconds, 1 to 60000",
+        "How long one query of the host allocator may take. A slower one is abandoned for that "
+        "collection (the allocator's fields are left out and the census error count of source "
+        "`allocator` goes up), so a stuck allocator never holds up a step or the exit; "
+        "no new query starts while an abandoned one still runs. A healthy query takes "
+        "microseconds.",
+        parse_allocator_timeout,
+    ),
+    Setting(
+        "YETO_OTEL_NODE_METRICS",
+        "auto",
+        "`auto`, `on`, `off`",
+        "Whether this process observes the node-wide `yeto.node.*` metrics. `auto`: only the "
+        "process whose `LOCAL_RANK` is 0 (or unset), so 8 ranks on a host do not report node "
+        "memory 8 times.",
+        parse_node_metrics,
+    ),
+    Setting(
+        "YETO_OTEL_SEMCONV_METRICS",
+        "on",
+        "`on`, `off`",
+        "`on`: every process that reports its census also exports the OpenTelemetry semantic "
+        "conventions' process memory usage (VmRSS) and virtual (VmSize) metrics, from the same "
+        "read as the `yeto.process.memory.*` metrics, so stock dashboards and the collector's "
+        "process scraper line up with the census (docs/metrics.md). `off`: only the `yeto.*` "
+        "names (two series fewer per process).",
+        parse_on_off,
+    ),
+    Setting(
+        "YETO_OTEL_SMAPS_BUDGET", "0.1", "percent of one core, 0 to 100, or `always`",
+        "How much of one core reading /proc/self/smaps_rollup (Private_Dirty) may take. Its cost "
+        "grows with resident memory, so it is read again only once enough time has passed (a "
+        "read of c seconds waits 100 c / budget); in between the last value is exported. `0`: "
+        "never read; `always`: read on every collection (small processes).", parse_smaps_budget,
+    ),
+    Setting(
+        "YETO_OTEL_DATALOADER_WORKERS",
+        "on",
+        "`on`, `off`",
+        "`on`: each DataLoader worker of a rank reports its own process census (and its "
+        "`torch.load` spans) as `<host>/rank-<RANK>/worker-<K>`, `K` the worker id, reused "
+        "across epochs. `off`: workers are silent, like every other child process.",
+        parse_on_off,
+    ),
+    Setting(
+        "YETO_OTEL_LOCAL_DIR",
+        "yeto-telemetry",
+        "a directory path (created if missing)",
+        "Where telemetry goes when no exporter endpoint is configured (no `OTEL_EXPORTER_OTLP_*"
+        "ENDPOINT`, no `OTEL_*_EXPORTER`): OTLP JSON lines files, one per signal and process, "
+        "that `yeto-otel report` reads. Relative paths are from the working directory.",
+        parse_directory,
+    ),
+    Setting(
+        "YETO_OTEL_EXIT_FLUSH_TIMEOUT",
+        "3000",
+        "a whole number of milliseconds, 0 to 30000",
+        "How long a stopping rank (SIGTERM, SIGINT, normal exit) may wait, in all, to export its "
+        "last metric collection, its ended spans and its log records; a DataLoader worker's "
+        "exit is bounded by it too. What is not exported by then (an unreachable collector) is "
+        "dropped and logged once. The default fits well inside the 30 s that torchrun, "
+        "Kubernetes and Slurm give a rank between SIGTERM and SIGKILL, and under the 5 s a "
+        "DataLoader waits for a worker to exit; a local file or an agent on the host takes "
+        "milliseconds. `0`: do not wait.",
+        parse_exit_flush_timeout,
+    ),
+    Setting(
+        "YETO_DILOCO_HOST_MEM_CENSUS",
+        "0",
+        "`0` or `1`",
+        "`1`: `add_census_to_step_log` adds the host-memory census to the step log record on "
+        "sync rank 0. Unset or `0`: the record is left exactly as it was.",
+        parse_switch,
+    ),
+    Setting(
+        "YETO_DILOCO_ANCHOR_DTYPE",
+        None,
+        ", ".join(f"`{name}`" for name in ANCHOR_DTYPES),
+        "dtype `save_resume_anchors` stores anchors in when its `dtype` argument is not given. "
+        "Unset: the tensors' own dtype (the broadcast dtype, FP32 for an int4/int8 push "
+        "session). `bfloat16` halves resident anchors but rounds `local - anchor` and the "
+        "resume's `global_new + (local - anchor_old)`: opt in knowingly.",
+        parse_anchor_dtype,
+    ),
+    Setting(
+        "YETO_DILOCO_RESUME_ANCHOR_MMAP",
+        "1",
+        "`0` or `1`",
+        "`1`: `load_resume_anchors` maps the anchor file (`torch.load(mmap=True)`), so shards the "
+        "resume never reads stay out of memory. `0`: read the whole file eagerly, as before.",
+        parse_switch,
+    ),
+    Setting(
+        "RANK",
+        None,
+        f"an integer from 0 to {RANK_LIMIT - 1}, below WORLD_SIZE when that is set",
+        "Global rank set by the launcher (torchrun). Becomes the `yeto.rank` resource attribute "
+        "and part of `service.instance.id`.",
+        parse_rank,
+    ),
+    Setting(
+        "LOCAL_RANK",
+        None,
+        f"an integer from 0 to {RANK_LIMIT}",
+        "Rank within the host, set by the launcher. Becomes `yeto.local_rank`; decides which "
+        "process reports node metrics under `YETO_OTEL_NODE_METRICS=auto`.",
+        parse_rank,
+    ),
+    Setting(
+        "WORLD_SIZE",
+        None,
+        f"an integer from 1 to {RANK_LIMIT}",
+        "Number of ranks, set by the launcher. Becomes `yeto.world_size`.",
+        parse_positive_rank,
+    ),
+    Setting(
+        IDENTITY_OWNER,
+        None,
+        "set by yeto-otel",
+        "Not a setting for people: the process that reports under an identity (a rank) writes "
+        "`<RANK>:<pid>` here, so the children that inherit its environment (spawned DataLoader "
+        "workers, multiprocessing helpers) know they are not it and stay silent.",
+        parse_identity_owner,
+    ),
+)
