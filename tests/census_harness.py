@@ -13,18 +13,21 @@ from opentelemetry.sdk.metrics.export import (
 )
 
 from yeto_otel.census import CensusInstruments
-from yeto_otel.census import CensusReader
+from yeto_otel.census import CensusReader, CgroupCensus
+from repo_paths import ROOT
+
+CGROUP_FIXTURES = ROOT / "tests" / "fixtures" / "cgroup"
 
 
 def census_on_sdk(*, proc_root: str = "/proc", node_metrics: bool = True,
                   allocator: AllocatorSource | None = None, readers: int = 1,
-                  smaps_budget_percent: float = math.inf):
+                  smaps_budget_percent: float = math.inf, cgroup=None):
     """`smaps_budget_percent`: `always` (inf) by default, so smaps_rollup is read on every
     collection like the other files; a test of the budget passes the product's."""
     metric_readers = [InMemoryMetricReader() for _ in range(readers)]
     provider = MeterProvider(metric_readers=metric_readers)
     reader = CensusReader(allocator=allocator, node_metrics=node_metrics, proc_root=proc_root,
-                          smaps_budget_percent=smaps_budget_percent)
+                          smaps_budget_percent=smaps_budget_percent, cgroup=cgroup)
     census = CensusInstruments(provider.get_meter("test"), reader)
     return provider, metric_readers, census
 
@@ -53,3 +56,11 @@ def instrument_shape(metric) -> str:
 
 def point_values(metric) -> dict:
     return {tuple(sorted((p.attributes or {}).items())): p.value for p in metric.data.data_points}
+
+
+def fixture_cgroup(variant: str, *, lock_dir, elected: bool = True) -> CgroupCensus:
+    """The cgroup census of a fixture tree (tests/fixtures/cgroup/<variant>), electing in
+    `lock_dir`."""
+    root = CGROUP_FIXTURES / variant
+    return CgroupCensus(elected=elected, proc_root=str(root / "proc"), fs_root=str(root),
+                        lock_dir=str(lock_dir))

@@ -25,6 +25,8 @@ ACCEPTED = {
     "YETO_OTEL_ALLOCATOR_TIMEOUT": [("100", 100), ("1", 1), ("60000", 60000), (" 250 ", 250)],
     "YETO_OTEL_EXIT_FLUSH_TIMEOUT": [("3000", 3000), ("0", 0), ("30000", 30000), (" 500 ", 500)],
     "YETO_OTEL_NODE_METRICS": [("auto", "auto"), ("on", "on"), ("off", "off"), (" off ", "off")],
+    "YETO_OTEL_LOCK_DIR": [("/dev/shm", "/dev/shm"), (" /run/lock ", "/run/lock"),
+                           ("/tmp/x y", "/tmp/x y")],
     "YETO_DILOCO_HOST_MEM_CENSUS": [("0", False), ("1", True), ("", False), (" 1 ", True)],
     "YETO_OTEL_LOCAL_DIR": [("yeto-telemetry", "yeto-telemetry"), ("/tmp/x y", "/tmp/x y"),
                             ("~/t", "~/t")],
@@ -49,6 +51,7 @@ REJECTED = {
     "YETO_OTEL_ALLOCATOR_TIMEOUT": ["", "0", "-5", "60001", "1.5", "100ms", "inf", "1e3",
                                     "9" * 400],
     "YETO_OTEL_NODE_METRICS": ["", "ON", "1", "0", "yes", "true", "auto,on"],
+    "YETO_OTEL_LOCK_DIR": ["", "   ", "locks", "./locks", "~/locks", "/dev/\x00shm"],
     "YETO_DILOCO_HOST_MEM_CENSUS": ["true", "yes", "2", "on", "01", "-1"],
     "YETO_OTEL_LOCAL_DIR": ["", "   "],
     "YETO_DILOCO_ANCHOR_DTYPE": ["fp32", "bf16", "int8", "torch.float32", "Float32", "float"],
@@ -70,6 +73,7 @@ FIELD = {
     "YETO_OTEL_ALLOCATOR_TIMEOUT": "allocator_timeout_ms",
     "YETO_OTEL_EXIT_FLUSH_TIMEOUT": "exit_flush_timeout_ms",
     "YETO_OTEL_NODE_METRICS": "node_metrics",
+    "YETO_OTEL_LOCK_DIR": "lock_dir",
     "YETO_DILOCO_HOST_MEM_CENSUS": "step_log_census",
     "YETO_OTEL_LOCAL_DIR": "local_dir",
     "YETO_DILOCO_ANCHOR_DTYPE": "anchor_dtype",
@@ -122,6 +126,7 @@ def test_defaults_when_nothing_is_set():
 def test_defaults_match_the_table():
     defaults = {s.name: s.default for s in SETTINGS}
     assert defaults == {"YETO_OTEL_HOST_ALLOCATOR": "auto", "YETO_OTEL_NODE_METRICS": "auto",
+                        "YETO_OTEL_LOCK_DIR": "/dev/shm",
                         "YETO_DILOCO_HOST_MEM_CENSUS": "0", "YETO_DILOCO_ANCHOR_DTYPE": None,
                         "YETO_OTEL_LOCAL_DIR": "yeto-telemetry",
                         "YETO_DILOCO_RESUME_ANCHOR_MMAP": "1", "RANK": None, "LOCAL_RANK": None,
@@ -166,20 +171,23 @@ def test_unrelated_variables_are_ignored():
 
 
 @pytest.mark.parametrize("node_metrics, local_rank, expected", [
-    ("auto", None, True), ("auto", "0", True), ("auto", "3", False),
+    ("auto", None, True), ("auto", "0", True), ("auto", "3", True),
     ("on", None, True), ("on", "0", True), ("on", "3", True),
     ("off", None, False), ("off", "0", False), ("off", "3", False),
 ])
 def test_reports_node_metrics(node_metrics, local_rank, expected):
+    """Whether a process may report node metrics; under `auto` every one may, and the node
+    duty (tests/census/test_node_duty.py) lets one at a time."""
     env = {"YETO_OTEL_NODE_METRICS": node_metrics}
     if local_rank is not None:
         env["LOCAL_RANK"] = local_rank
     assert load_settings(env).reports_node_metrics is expected
 
 
-def test_exactly_one_of_eight_local_ranks_reports_node_metrics_by_default():
-    reporters = [r for r in range(8) if load_settings({"LOCAL_RANK": str(r)}).reports_node_metrics]
+def test_without_a_usable_node_lock_exactly_one_of_eight_local_ranks_falls_back():
+    reporters = [r for r in range(8) if load_settings({"LOCAL_RANK": str(r)}).node_fallback]
     assert reporters == [0]
+    assert load_settings({}).node_fallback  # a plain process
 
 
 def test_apply_otel_defaults_fills_only_what_is_unset():

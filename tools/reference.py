@@ -12,8 +12,8 @@ import argparse
 import pathlib
 import sys
 
-from yeto_otel.census import (ALLOCATOR_STATS, CENSUS, CENSUS_ERRORS, CensusMetric, Source,
-                              gauge_flag_key)
+from yeto_otel.census import (ALLOCATOR_STATS, CENSUS, CENSUS_ERRORS, CGROUP_INFO, CensusMetric,
+                              Source, gauge_flag_key)
 from yeto_otel.names import LOAD_MODE_ATTRIBUTE, RESUME_METRICS, SPANS, prometheus_name_of
 from yeto_otel.otel import (LOCAL_RANK_ATTRIBUTE, RANK_ATTRIBUTE, ROLE_ATTRIBUTE,
                             WORKER_ID_ATTRIBUTE, WORLD_SIZE_ATTRIBUTE, Role)
@@ -80,8 +80,8 @@ overrides ours.
 
 def _process_section() -> str:
     """Per-rank process metrics."""
-    process = [m for m in CENSUS
-               if m.source is not Source.ALLOCATOR and not m.node and not m.semconv]
+    process = [m for m in CENSUS if m.source not in (Source.ALLOCATOR, Source.CGROUP)
+               and not m.node and not m.semconv]
     return f"""## Process (every rank)
 
 {_METRIC_HEADER}
@@ -151,6 +151,40 @@ report node memory 8 times; `YETO_OTEL_NODE_METRICS` changes that (see settings.
 
 {_METRIC_HEADER}
 {chr(10).join(_metric_row(m) for m in node)}
+
+"""
+
+
+def _cgroup_section() -> str:
+    """The process's memory cgroup (one process per cgroup)."""
+    rows = "\n".join(_metric_row(m) for m in CENSUS if m.source is Source.CGROUP)
+    return f"""## Memory cgroup (one process per cgroup)
+
+The memory cgroup this process runs in (a Kubernetes container, a Slurm step or task): the
+limit that OOM-kills a rank long before the node runs out. cgroup v2, or v1's memory
+hierarchy (the hybrid layout); the cgroup is found from /proc/self/cgroup and
+/proc/self/mountinfo. In a container with its own cgroup namespace (`0::/`) the cgroup2
+mount's root is the container's cgroup, and that is what is read.
+
+The ranks of a pod share one cgroup: the numbers are observed by one process per cgroup at
+a time, the holder of a lock in `YETO_OTEL_LOCK_DIR` keyed by the cgroup's identity (its
+inode on this boot of this host); when it exits, another takes over at its next collection.
+So a cgroup's series move between ranks' `instance` labels: aggregate them by host and
+cgroup path, not by instance. The path is the attribute `{CGROUP_INFO.attribute}` of one
+series, `{CGROUP_INFO.name}`, reported by every process (elected or not): join on `instance`
+to name a cgroup, sum it by path to count its ranks. The other series carry no path, so a new
+cgroup (a Slurm step restarted) starts no new series but that one.
+
+A limit of `max` (v2) or v1's "unlimited" (2^63 rounded down to the page) is not exported.
+No cgroup to read (no memory controller, the host's root cgroup, a mount from outside the
+namespace) is counted once in `yeto.census.errors` (`source` `cgroup`) and logged once; a file
+that cannot be read or parsed is skipped, counted per collection and logged once; a file an
+older kernel lacks (`memory.peak` before 5.19, `memory.pressure` without PSI) is counted once
+and not read again. Reading all the files costs a few microseconds (docs/performance.md), so
+they are read on every collection. DataLoader workers and other children never report it.
+
+{_METRIC_HEADER}
+{rows}
 
 """
 
@@ -232,8 +266,10 @@ and dashboards are tested against it.
 
 def _step_log_section() -> str:
     """The step-log keys."""
-    step_keys = "\n".join(f"| `{m.step_log_key}` | `{m.name}` |" for m in CENSUS
-                          if m.step_log_key)
+    step_keys = "\n".join(
+        f"| `{m.step_log_key}` | `{m.name}`"
+        + (f" (the point `{m.attribute}={m.step_log_point}`)" if m.step_log_point else "") + " |"
+        for m in CENSUS if m.step_log_key)
     ages = "\n".join(f"| `{m.step_log_age_key}` | seconds since `{m.name}` was read |"
                      for m in CENSUS if m.step_log_age_key)
     flags = "\n".join(f"| `{gauge_flag_key(stat)}` | true once `{stat}.freed` has moved |"
@@ -263,7 +299,8 @@ For each allocator stat the record also says whether its `.current` is trusted a
 
 def metrics_md() -> str:
     return "".join(section() for section in (
-        _metrics_intro, _process_section, _semconv_section, _node_section, _allocator_section,
+        _metrics_intro, _process_section, _semconv_section, _node_section, _cgroup_section,
+        _allocator_section,
         _errors_section, _resume_section, _prometheus_section, _step_log_section))
 
 

@@ -30,7 +30,8 @@ import time
 import psutil
 
 from yeto_otel import add_census_to_step_log
-from yeto_otel.proc import read_kb_fields
+from yeto_otel.proc import (CgroupNotFound, MemoryCgroupFiles, locate_memory_cgroup,
+                            read_kb_fields)
 from yeto_otel.settings import Settings
 
 from .variants import ALLOCATOR_REF, setup_census
@@ -38,7 +39,7 @@ from .variants import ALLOCATOR_REF, setup_census
 GIB = 1 << 30
 MADV_POPULATE_WRITE = 23  # Linux 5.14: fault every page in, writable, in one call
 PAGES = {"4k": mmap.MADV_NOHUGEPAGE, "huge": mmap.MADV_HUGEPAGE}
-KEYS = ("collection", "step_log", "psutil", "smaps", "status")
+KEYS = ("collection", "step_log", "psutil", "smaps", "status", "cgroup")
 _ROLLUP = {b"AnonHugePages": "anon_huge", b"Anonymous": "anonymous", b"Rss": "rss"}
 
 
@@ -82,10 +83,17 @@ def _variants() -> tuple[list[_Timed], object, callable]:
         proc.memory_full_info()
         psutil.virtual_memory()
 
+    try:  # the bare read of every file of this process's memory cgroup, memory.stat included
+        cgroup = MemoryCgroupFiles(locate_memory_cgroup())
+    except CgroupNotFound:
+        cgroup = None
+
     def close():
         census.close()
         for fd in fds:
             os.close(fd)
+        if cgroup is not None:
+            cgroup.close()
 
     timed = [
         _Timed("collection", census.call),
@@ -93,7 +101,7 @@ def _variants() -> tuple[list[_Timed], object, callable]:
         _Timed("psutil", psutil_pair),
         _Timed("smaps", lambda: os.pread(fds[0], 16384, 0)),
         _Timed("status", lambda: os.pread(fds[1], 16384, 0)),
-    ]
+    ] + ([_Timed("cgroup", cgroup.read)] if cgroup is not None else [])
     return timed, census, close
 
 
@@ -126,7 +134,7 @@ def measure_size(gib: int, pages: str, seconds: float, max_passes: int) -> dict:
     reads_before, spent_before = budgeted.reads, budgeted.spent_ns
     gc.collect()
     started = time.perf_counter()
-    census_side = [v for v in timed if v.key in ("collection", "step_log", "status")]
+    census_side = [v for v in timed if v.key in ("collection", "step_log", "status", "cgroup")]
     passes = _run_passes(census_side, seconds, max_passes)
     wall = time.perf_counter() - started
     reads_in_window = budgeted.reads - reads_before

@@ -15,15 +15,16 @@ def _label(r: dict) -> str:
 def table(results: list[dict]) -> str:
     base = next(r for r in results if r["gib"] == 0)["variants"]
     lines = ["| resident | collection µs | step-log record µs | psutil pair µs | "
-             "bare smaps_rollup pread µs | bare status pread µs | collection ÷ 0 GiB | "
+             "bare smaps_rollup pread µs | bare status pread µs | bare cgroup files µs | "
+             "collection ÷ 0 GiB | "
              "step log ÷ 0 GiB | collection ÷ psutil | step log ÷ psutil | AnonHugePages MiB | "
              "passes (walkers) | budgeted reads in the window |",
-             "|---|" + "---:|" * 12]
+             "|---|" + "---:|" * 13]
     for r in results:
         v = {k: d["mean_us"] for k, d in r["variants"].items()}
         lines.append(
             f"| {_label(r)} | {v['collection']:.0f} | {v['step_log']:.0f} | {v['psutil']:.0f} | "
-            f"{v['smaps']:.0f} | {v['status']:.1f} | "
+            f"{v['smaps']:.0f} | {v['status']:.1f} | {v.get('cgroup', float('nan')):.1f} | "
             f"{v['collection'] / base['collection']['mean_us']:.2f} | "
             f"{v['step_log'] / base['step_log']['mean_us']:.2f} | "
             f"{v['collection'] / v['psutil']:.3f} | {v['step_log'] / v['psutil']:.3f} | "

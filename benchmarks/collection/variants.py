@@ -4,6 +4,8 @@ each exports and reads what it should before anything is timed."""
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from typing import Callable
 
 import psutil
@@ -19,8 +21,9 @@ from yeto_otel.testing import HostAllocatorStandIn
 # A CUDA build's host allocator stats (`.freed` > 0, so every `.current` is a gauge).
 ALLOCATOR_REF = "yeto_otel.testing:realistic"
 
-# The anchors stand in for our own six process/node rows (not the semantic-conventions twins).
-_PROCESS_NODE = tuple(m for m in CENSUS if m.source is not Source.ALLOCATOR
+# The anchors stand in for our own six process/node rows (not the semantic-conventions twins,
+# not the memory cgroup's rows: psutil has nothing for those).
+_PROCESS_NODE = tuple(m for m in CENSUS if m.source not in (Source.ALLOCATOR, Source.CGROUP)
                       and not getattr(m, "semconv", False))
 _ALLOCATOR = tuple(m for m in CENSUS if m.source is Source.ALLOCATOR)
 assert len(_PROCESS_NODE) == 6 and len(_ALLOCATOR) == 18
@@ -60,12 +63,16 @@ def setup_census() -> Variant:
     instrumentor = HostMemoryInstrumentor()
     if instrumentor.is_instrumented_by_opentelemetry:  # a singleton: clear an earlier set-up
         instrumentor.uninstrument()
+    lock_dir = tempfile.mkdtemp(prefix="yeto-bench-locks-")
+    # A lock directory of its own, so this process is elected for its memory cgroup and the
+    # collection includes the cgroup's reads, whatever else on the host holds that duty.
     instrumentor.instrument(meter_provider=provider, settings=Settings(
-        host_allocator=ALLOCATOR_REF, node_metrics="on"))
+        host_allocator=ALLOCATOR_REF, node_metrics="on", lock_dir=lock_dir))
 
     def close() -> None:
         instrumentor.uninstrument()
         provider.shutdown()
+        shutil.rmtree(lock_dir, ignore_errors=True)
 
     return Variant("census", "census (HostMemoryInstrumentor)", reader.get_metrics_data, close)
 

@@ -40,6 +40,7 @@ THRESHOLD_REF = "T"  # an alert threshold (red dashed line)
 FLOOR_REF = "F"  # a floor recording rule (thick line over the thin raw series)
 DASHED_REF = "D"  # the second of a pair: a peak next to its gauge, touched next to mapped
 FREED_REF = "R"  # a freed-per-second rate, drawn below the axis
+HIGH_REF = "H"  # a soft limit (a cgroup's memory.high: orange dashed line)
 
 
 def _ref(type_: str, variable: str) -> common.DataSourceRef:
@@ -165,6 +166,9 @@ THRESHOLD_STYLE = props(color={"mode": "fixed", "fixedColor": "red"},
 FLOOR_STYLE = props(custom__lineWidth=3, custom__fillOpacity=0)
 DASHED_STYLE = props(custom__lineStyle={"fill": "dash", "dash": [10, 10]}, custom__fillOpacity=0)
 FREED_STYLE = props(custom__transform="negative-Y")
+HIGH_STYLE = props(color={"mode": "fixed", "fixedColor": "orange"},
+                   custom__lineStyle={"fill": "dash", "dash": [10, 10]},
+                   custom__lineWidth=2, custom__fillOpacity=0)
 
 
 def series(title: str, description: str, unit: str, targets: list[prometheus.Dataquery], *,
@@ -179,7 +183,8 @@ def series(title: str, description: str, unit: str, targets: list[prometheus.Dat
         panel.with_target(target)
         refs.add(target.build().ref_id)
     for ref, style in ((THRESHOLD_REF, THRESHOLD_STYLE), (FLOOR_REF, FLOOR_STYLE),
-                       (DASHED_REF, DASHED_STYLE), (FREED_REF, FREED_STYLE)):
+                       (DASHED_REF, DASHED_STYLE), (FREED_REF, FREED_STYLE),
+                       (HIGH_REF, HIGH_STYLE)):
         if ref in refs:
             panel.override_by_query(ref, style)
     return panel

@@ -16,9 +16,10 @@ from pathlib import Path
 
 from opentelemetry.sdk.resources import HOST_NAME, SERVICE_NAME
 
-from yeto_otel.census import ERROR_SOURCE_ATTRIBUTE, CensusMetric
+from yeto_otel.census import (CGROUP_ANON, CGROUP_EVENTS, CGROUP_INFO, CGROUP_PRESSURE,
+                              ERROR_SOURCE_ATTRIBUTE, CensusMetric)
 from yeto_otel.names import (LOAD_MODE_ATTRIBUTE, ResumeMetric, prometheus_label,
-                             prometheus_name_of)
+                             prometheus_name, prometheus_name_of)
 from yeto_otel.otel import RANK_ATTRIBUTE, ROLE_ATTRIBUTE, WORKER_ID_ATTRIBUTE, Role
 
 RULE_DIR = Path(__file__).resolve().parents[1] / "alerts"
@@ -39,6 +40,10 @@ WORKER_ID = prometheus_label(WORKER_ID_ATTRIBUTE)
 CLUSTER = prometheus_label(CLUSTER_ATTRIBUTE)
 SOURCE = prometheus_label(ERROR_SOURCE_ATTRIBUTE)
 LOAD_MODE = prometheus_label(LOAD_MODE_ATTRIBUTE)
+# The cgroup rows' point attributes: the memory event, the pressure level, the cgroup's path.
+EVENT = prometheus_label(CGROUP_EVENTS.attribute)
+LEVEL = prometheus_label(CGROUP_PRESSURE.attribute)
+CGROUP_PATH = prometheus_label(CGROUP_INFO.attribute)
 # Prometheus' own labels: `instance` is service.instance.id (<host>/rank-<RANK>, stable across
 # restarts; <host>/rank-<RANK>[/loader-<L>]/worker-<K> for a DataLoader worker, <host>/pid-<pid>
 # for a plain process), `job` is [service.namespace/]service.name.
@@ -107,6 +112,28 @@ def recording_rule(row: CensusMetric, operation: str) -> str:
 
 FLOOR_RISE_THRESHOLD = defined_rule("yeto:floor_rise_threshold:bytes")
 EXHAUSTION_HORIZON = defined_rule("yeto:exhaustion_horizon:seconds")
+CGROUP_HEADROOM_THRESHOLD = defined_rule("yeto:cgroup_headroom_threshold:ratio")
+CGROUP_PRESSURE_THRESHOLD = defined_rule("yeto:cgroup_pressure_threshold:ratio")
+
+# The memory cgroup's rules: per observing rank (`instance`), or per cgroup as Prometheus can
+# name it (host and job: level `host_name_job`). Their quantity is a cgroup metric's Prometheus
+# name, or the derived non-reclaimable memory (anon + shmem) beside the cgroup rows.
+CGROUP_LEVEL = f"{HOST}_{JOB}"
+_UNRECLAIMABLE = CGROUP_ANON.name.rsplit(".", 1)[0] + ".unreclaimable"
+UNRECLAIMABLE_BYTES = prometheus_name(_UNRECLAIMABLE, CGROUP_ANON.unit, monotonic_counter=False)
+UNRECLAIMABLE_RATIO = prometheus_name(_UNRECLAIMABLE, "", monotonic_counter=False)
+# A running total's rate drops `_total`: seconds stalled per second.
+PRESSURE_SECONDS = prometheus_name(CGROUP_PRESSURE.name, CGROUP_PRESSURE.unit,
+                                   monotonic_counter=False)
+# The kernel's words for the values the cgroup panels select (memory.events, memory.pressure).
+OOM_KILL = "oom_kill"
+FULL_STALL = "full"
+
+
+def cgroup_rule(level: str, quantity: str | CensusMetric, operation: str) -> str:
+    """A cgroup recording rule of the rule files, at `level` (INSTANCE or CGROUP_LEVEL)."""
+    name = quantity if isinstance(quantity, str) else prometheus_name_of(quantity)
+    return defined_rule(f"{level}:{name}:{operation}")
 
 
 # --- PromQL ----------------------------------------------------------------------------------
@@ -147,6 +174,18 @@ NODE_LEGEND = legend(HOST)
 WORKER_LEGEND = f"rank {legend(RANK)} / worker {legend(WORKER_ID)} ({legend(INSTANCE)})"
 
 
+# A cgroup's series come from whichever rank observes it (one at a time; another takes over
+# when it exits), so they are selected by host, never by rank, and drawn per observer: a
+# takeover ends one line and starts another under the new rank's instance.
+CGROUP_SELECTOR = ", ".join((NODE_SELECTOR, NOT_A_WORKER))
+CGROUP_LEGEND = f"{legend(HOST)} {legend(JOB)} (reported by {legend(INSTANCE)})"
+
+
+def cgroup_series(metric: Metric) -> str:
+    return (f"max by ({CLUSTER}, {HOST}, {JOB}, {INSTANCE}) "
+            f"({metric_name(metric)}{{{CGROUP_SELECTOR}}})")
+
+
 def rank_series(metric: Metric) -> str:
     return f"{metric_name(metric)}{{{RANK_SELECTOR}}}"
 
@@ -160,7 +199,7 @@ def host_series(metric: Metric) -> str:
 
 
 def node_gauge(metric: Metric) -> str:
-    # Node gauges come from local rank 0 of each host: drop its rank labels (the same series
+    # Node gauges come from one rank per host at a time: drop its rank labels (the same series
     # goes on across that rank's restarts, as the recording rules see it).
     return f"max by ({CLUSTER}, {HOST}) ({host_series(metric)})"
 

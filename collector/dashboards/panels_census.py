@@ -1,6 +1,7 @@
 """The host-memory census dashboard: gauges as values, running totals as rates, the floors and
-thresholds of the leak and exhaustion rules, census errors, the accelerator host allocator, and
-the ranks' DataLoader workers apart from them (docs/dashboards.md)."""
+thresholds of the leak and exhaustion rules, the memory cgroup (panels_cgroup.py), census
+errors, the accelerator host allocator, and the ranks' DataLoader workers apart from them
+(docs/dashboards.md)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from dashboard_names import (CLUSTER, EXHAUSTION_HORIZON, FLOOR, FLOOR_RISE,
                              SECONDS_TO_EXHAUSTION, SOURCE, WORKER_LEGEND, WORKER_SELECTOR,
                              alert, host_series, legend, metric_name, net_rate, node_gauge,
                              rank_series, rate, recording_rule, worker_series)
+from panels_cgroup import cgroup_row, oom_kill_annotation
 
 THRESHOLD_LEGEND = "alert threshold"
 NODE_LEAK = alert("YetoNodeAnonPagesLeak")
@@ -66,7 +68,7 @@ def _process_row(layout: Layout) -> None:
 def _node_row(layout: Layout) -> None:
     layout.row("Node memory per host (gauges and floors)")
     for row, what, alert_name in (
-            (NODE_ANON_PAGES, "a gauge from local rank 0 of each host", NODE_LEAK),
+            (NODE_ANON_PAGES, "a gauge from one rank per host", NODE_LEAK),
             (NODE_AVAILABLE, "a gauge", NODE_EXHAUSTION)):
         floor = recording_rule(row, FLOOR)
         layout.add(series(
@@ -229,13 +231,14 @@ def host_memory_census() -> dashboard.Dashboard:
     builder = base_dashboard(
         "Host memory census", HOST_MEMORY_CENSUS_UID,
         "The per-rank host-memory census: gauges as values, running totals as rates, the floors "
-        "and alert thresholds of the leak / exhaustion rules, census errors, the accelerator "
+        "and alert thresholds of the leak / exhaustion rules, the memory cgroup that really "
+        "kills a rank (its limit, OOM kills and pressure), census errors, the accelerator "
         "host allocator, and the ranks' DataLoader workers apart from them. "
         "See docs/dashboards.md.",
         "now-6h")
     layout = Layout(builder)
-    for row in (_process_row, _node_row, _alerts_row, _health_row, _allocator_row,
+    for row in (_process_row, _node_row, cgroup_row, _alerts_row, _health_row, _allocator_row,
                 _worker_row):
         row(layout)
     layout.finish()
-    return builder
+    return builder.annotation(oom_kill_annotation())

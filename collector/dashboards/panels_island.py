@@ -192,11 +192,11 @@ def _memory_row(layout: Layout) -> None:
         [prom("A", rank_series(ANONYMOUS), RANK_LEGEND)]), w=12, h=8)
     layout.add(series(
         f"Node {NODE_ANON_PAGES.field}", f"{metric_name(NODE_ANON_PAGES)}, a gauge per host "
-        "(from local rank 0): anonymous pages of all processes on the host.", "bytes",
+        "(from one rank per host): anonymous pages of all processes on the host.", "bytes",
         [prom("A", node_gauge(NODE_ANON_PAGES), NODE_LEGEND)]), w=12, h=8)
     layout.add(series(
         f"Node {NODE_AVAILABLE.field}", f"{metric_name(NODE_AVAILABLE)}, a gauge per host "
-        "(from local rank 0): the kernel's estimate of memory available without swapping.",
+        "(from one rank per host): the kernel's estimate of memory available without swapping.",
         "bytes",
         [prom("A", node_gauge(NODE_AVAILABLE), NODE_LEGEND)]), w=12, h=8)
 

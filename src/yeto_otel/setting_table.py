@@ -7,8 +7,8 @@ from __future__ import annotations
 from .setting_values import (
     Setting, ANCHOR_DTYPES, HOST_ALLOCATOR_ACCEPTED, IDENTITY_OWNER, RANK_LIMIT,
     parse_allocator, parse_allocator_timeout, parse_anchor_dtype, parse_directory,
-    parse_exit_flush_timeout, parse_identity_owner, parse_node_metrics, parse_on_off,
-    parse_positive_rank, parse_rank, parse_smaps_budget, parse_switch,
+    parse_exit_flush_timeout, parse_identity_owner, parse_lock_dir, parse_node_metrics,
+    parse_on_off, parse_positive_rank, parse_rank, parse_smaps_budget, parse_switch,
 )
 
 __all__ = ["SETTINGS"]
@@ -40,10 +40,25 @@ SETTINGS: tuple[Setting, ...] = (
         "YETO_OTEL_NODE_METRICS",
         "auto",
         "`auto`, `on`, `off`",
-        "Whether this process observes the node-wide `yeto.node.*` metrics. `auto`: only the "
-        "process whose `LOCAL_RANK` is 0 (or unset), so 8 ranks on a host do not report node "
-        "memory 8 times.",
+        "Whether this process observes the node-wide `yeto.node.*` metrics. `auto`: one "
+        "reporting process (a rank or a plain process) per host at a time, the one holding the "
+        "host's node lock in `YETO_OTEL_LOCK_DIR`, so 8 ranks do not report node memory 8 "
+        "times; when it exits (even killed), another takes over at its next collection. If the "
+        "lock cannot be used at all, the process whose `LOCAL_RANK` is 0 (or unset) reports. "
+        "`on`: this process always does (no election). `off`: never.",
         parse_node_metrics,
+    ),
+    Setting(
+        "YETO_OTEL_LOCK_DIR",
+        "/dev/shm",
+        "an absolute directory path",
+        "Where the lock files live that elect one process at a time for a shared duty (the "
+        "node's metrics, a memory cgroup's census). Processes that name the same directory "
+        "share the elections: the default /dev/shm is shared by the processes of a host and "
+        "by the containers of a pod, and is writable even when the root filesystem or /tmp is "
+        "read-only. A lock that cannot be opened there means \"not held\", counted among the "
+        "census errors (source `duty`) and logged once.",
+        parse_lock_dir,
     ),
     Setting(
         "YETO_OTEL_SEMCONV_METRICS",
@@ -133,7 +148,8 @@ SETTINGS: tuple[Setting, ...] = (
         None,
         f"an integer from 0 to {RANK_LIMIT}",
         "Rank within the host, set by the launcher. Becomes `yeto.local_rank`; decides which "
-        "process reports node metrics under `YETO_OTEL_NODE_METRICS=auto`.",
+        "process reports node metrics under `YETO_OTEL_NODE_METRICS=auto` only when the node "
+        "lock cannot be used.",
         parse_rank,
     ),
     Setting(

@@ -74,6 +74,15 @@ def parse_directory(value: str) -> str:
     return value
 
 
+def parse_lock_dir(value: str) -> str:
+    # Every process of an election must name the same directory: a relative path would depend
+    # on each one's working directory.
+    value = parse_directory(value)
+    if not value.startswith("/"):
+        raise ValueError("expected an absolute directory path")
+    return value
+
+
 def parse_node_metrics(value: str) -> str:
     if value in ("auto", "on", "off"):
         return value

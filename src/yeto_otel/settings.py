@@ -55,6 +55,7 @@ class Settings:
     host_allocator: str = "auto"
     allocator_timeout_ms: int = 100
     node_metrics: str = "auto"
+    lock_dir: str = "/dev/shm"
     step_log_census: bool = False
     local_dir: str = "yeto-telemetry"
     anchor_dtype: str | None = None
@@ -70,15 +71,22 @@ class Settings:
 
     @property
     def reports_node_metrics(self) -> bool:
-        if self.node_metrics == "auto":
-            return self.local_rank in (None, 0)
-        return self.node_metrics == "on"
+        """Whether this process may observe node metrics: under `auto` only while it holds the
+        host's node duty (census `NodeDuty`), under `on` always."""
+        return self.node_metrics != "off"
+
+    @property
+    def node_fallback(self) -> bool:
+        """Whether this process observes node metrics under `auto` when the node duty's lock
+        cannot be used at all: the launcher's first local rank, or a plain process."""
+        return self.local_rank in (None, 0)
 
 
 _FIELDS = {
     "YETO_OTEL_HOST_ALLOCATOR": "host_allocator",
     "YETO_OTEL_ALLOCATOR_TIMEOUT": "allocator_timeout_ms",
     "YETO_OTEL_NODE_METRICS": "node_metrics",
+    "YETO_OTEL_LOCK_DIR": "lock_dir",
     "YETO_OTEL_LOCAL_DIR": "local_dir",
     "YETO_DILOCO_HOST_MEM_CENSUS": "step_log_census",
     "YETO_DILOCO_ANCHOR_DTYPE": "anchor_dtype",

@@ -8,7 +8,7 @@ import re
 
 from opentelemetry.sdk.resources import HOST_NAME
 
-from yeto_otel.census import ERROR_SOURCE_ATTRIBUTE
+from yeto_otel.census import CENSUS, ERROR_SOURCE_ATTRIBUTE
 from yeto_otel.names import LOAD_MODE_ATTRIBUTE, prometheus_label
 from yeto_otel.otel import (LOCAL_RANK_ATTRIBUTE, RANK_ATTRIBUTE, ROLE_ATTRIBUTE,
                             WORKER_ID_ATTRIBUTE, WORLD_SIZE_ATTRIBUTE, Role)
@@ -21,9 +21,12 @@ WORKERS_ONLY = ("=", WORKER)
 # Resource attributes the agent inserts or keeps (collector/agent.yaml), and Prometheus' own.
 AGENT_ATTRIBUTES = ("yeto.cluster", "deployment.environment.name")
 PROMETHEUS_LABELS = {"instance", "job", "le"}
+# Point attributes of the census rows that carry one (`event`, `level`, the cgroup's path).
+CENSUS_ATTRIBUTES = tuple(row.attribute for row in CENSUS if row.attribute)
 KNOWN_LABELS = PROMETHEUS_LABELS | {prometheus_label(attribute) for attribute in (
     HOST_NAME, RANK_ATTRIBUTE, LOCAL_RANK_ATTRIBUTE, WORLD_SIZE_ATTRIBUTE, ROLE_ATTRIBUTE,
-    WORKER_ID_ATTRIBUTE, ERROR_SOURCE_ATTRIBUTE, LOAD_MODE_ATTRIBUTE, *AGENT_ATTRIBUTES)}
+    WORKER_ID_ATTRIBUTE, ERROR_SOURCE_ATTRIBUTE, LOAD_MODE_ATTRIBUTE, *AGENT_ATTRIBUTES,
+    *CENSUS_ATTRIBUTES)}
 
 _MATCHER = re.compile(r'([A-Za-z_]\w*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"')
 _GROUPING = re.compile(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\(([^()]*)\)",

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from yeto_otel.names import prometheus_label
+from yeto_otel.census import CENSUS, Source
+from yeto_otel.names import prometheus_label, prometheus_name_of
 from yeto_otel.otel import ROLE_ATTRIBUTE, WORKER_ID_ATTRIBUTE, Role
 
 from dashboard_testkit import load, names
@@ -34,8 +35,20 @@ RECORDING_RULES = {
     "instance:yeto_process_memory_anonymous_bytes:floor_rise20m",
     "yeto:floor_rise_threshold:bytes",
     "yeto:exhaustion_horizon:seconds",
+    "instance:yeto_cgroup_memory_unreclaimable_bytes:sum",
+    "host_name_job:yeto_cgroup_memory_unreclaimable:ratio_max20m",
+    "host_name_job:yeto_cgroup_memory_unreclaimable_bytes:peak_rise1h",
+    "host_name_job:yeto_cgroup_memory_events_total:max",
+    "host_name_job:yeto_cgroup_memory_pressure_seconds:rate10m",
+    "yeto:cgroup_headroom_threshold:ratio",
+    "yeto:cgroup_pressure_threshold:ratio",
 }
-ALERTS = {"YetoNodeAnonPagesLeak", "YetoRankAnonymousLeak", "YetoNodeMemoryExhaustion"}
+ALERTS = {"YetoNodeAnonPagesLeak", "YetoRankAnonymousLeak", "YetoNodeMemoryExhaustion",
+          "YetoCgroupOOMKill", "YetoCgroupMemoryHeadroom", "YetoCgroupMemoryPressure"}
+# The floor-and-window alerts read the floor-rise threshold; the cgroup alerts read their own.
+FLOOR_ALERTS = {"YetoNodeAnonPagesLeak", "YetoRankAnonymousLeak", "YetoNodeMemoryExhaustion"}
+CGROUP_CONSTANTS = {"YetoCgroupMemoryHeadroom": "yeto:cgroup_headroom_threshold:ratio",
+                    "YetoCgroupMemoryPressure": "yeto:cgroup_pressure_threshold:ratio"}
 SEVERITIES = {"critical", "warning", "info"}
 
 
@@ -182,6 +195,12 @@ def _humanize1024(value: float) -> str:
     return f"{value:.4g}{prefix}"
 
 
+def _literal_numbers(expr: str) -> list[str]:
+    """Numbers in an expression, windows and offsets aside."""
+    without_windows = re.sub(r"\[[^\]]*\]|offset\s+\w+", "", expr)
+    return re.findall(r"(?<![\w:.])\d+(?:\.\d+)?(?:e[+-]?\d+)?(?![\w:])", without_windows)
+
+
 def test_thresholds_have_one_value_everywhere():
     threshold = _constant("yeto:floor_rise_threshold:bytes")
     horizon = _constant("yeto:exhaustion_horizon:seconds")
@@ -189,12 +208,11 @@ def test_thresholds_have_one_value_everywhere():
     assert horizon == 4 * 3600
     # The alerts read the constants' series; they hold no numbers of their own to drift.
     for rule in all_rules():
-        if "alert" not in rule or rule["alert"] == "YetoCensusErrors":
+        if rule.get("alert") not in FLOOR_ALERTS:
             continue
         expr = rule["expr"]
         assert "scalar(yeto:floor_rise_threshold:bytes)" in expr, rule["alert"]
-        without_windows = re.sub(r"\[[^\]]*\]|offset\s+\w+", "", expr)
-        numbers = re.findall(r"(?<![\w:.])\d+(?:\.\d+)?(?:e[+-]?\d+)?(?![\w:])", without_windows)
+        numbers = _literal_numbers(expr)
         assert not numbers, f"{rule['alert']}: literal numbers {numbers} beside the constants"
     exhaustion = [r for r in all_rules() if r.get("alert") == "YetoNodeMemoryExhaustion"][0]
     assert "scalar(yeto:exhaustion_horizon:seconds)" in exhaustion["expr"]
@@ -205,6 +223,55 @@ def test_thresholds_have_one_value_everywhere():
     assert f"| {horizon / 3600:g}h |" in runbook and f"{horizon:.0f} ({horizon / 3600:g}h)" in runbook
     generator = "".join(path.read_text() for path in sorted(TESTS_DIR.glob("*.py")))
     assert f'THRESHOLD = "{_humanize1024(threshold)}B"' in generator
+
+
+def test_cgroup_thresholds_have_one_value_everywhere():
+    headroom = _constant("yeto:cgroup_headroom_threshold:ratio")
+    pressure = _constant("yeto:cgroup_pressure_threshold:ratio")
+    assert (headroom, pressure) == (0.9, 0.1)
+    cgroup_alerts = {r["alert"]: r["expr"] for r in all_rules()
+                     if r.get("alert", "").startswith("YetoCgroup")}
+    assert set(cgroup_alerts) == ALERTS - FLOOR_ALERTS
+    for name, expr in cgroup_alerts.items():
+        # Only comparisons with 0 (a count or a rise that is above none); thresholds are series.
+        assert set(_literal_numbers(expr)) <= {"0"}, (name, _literal_numbers(expr))
+        if name in CGROUP_CONSTANTS:
+            assert f"scalar({CGROUP_CONSTANTS[name]})" in expr, name
+    # Headroom's "rising" is the same least rise as the floors'.
+    assert "scalar(yeto:floor_rise_threshold:bytes)" in cgroup_alerts["YetoCgroupMemoryHeadroom"]
+    runbook = RUNBOOK.read_text()
+    assert f"`yeto:cgroup_headroom_threshold:ratio` | {headroom:g} (" in runbook
+    assert f"`yeto:cgroup_pressure_threshold:ratio` | {pressure:g} (" in runbook
+    generator = "".join(path.read_text() for path in sorted(TESTS_DIR.glob("*.py")))
+    assert f'HEADROOM = "{headroom * 100:g}%"' in generator
+    assert f'PRESSURE_THRESHOLD = "{pressure * 100:g}%"' in generator
+
+
+# --- the memory cgroup -------------------------------------------------------------------------
+def test_cgroup_scenarios_use_the_products_names(monkeypatch):
+    monkeypatch.syspath_prepend(str(TESTS_DIR))
+    kit = load(TESTS_DIR / "scenarios_cgroup_kit.py", "yeto_alert_cgroup_kit")
+    rows = {row.name.rsplit(".", 1)[1]: row for row in CENSUS if row.source is Source.CGROUP}
+    for constant, field in (("USAGE", "usage"), ("LIMIT", "limit"), ("ANON", "anon"),
+                            ("SHMEM", "shmem"), ("FILE", "file"), ("EVENTS", "events"),
+                            ("PRESSURE", "pressure"), ("INFO", "info")):
+        assert getattr(kit, constant) == prometheus_name_of(rows[field]), constant
+    assert (kit.EVENT, kit.LEVEL, kit.CGROUP_PATH) == tuple(
+        prometheus_label(rows[field].attribute) for field in ("events", "pressure", "info"))
+
+
+def test_cgroup_rules_read_every_cgroup_metric_they_name():
+    # The rule file spells the Prometheus names (YAML); each must be a cgroup row's.
+    cgroup_names = {prometheus_name_of(row) for row in CENSUS if row.source is Source.CGROUP}
+    text = "".join(path.read_text() for path in RULE_FILES)
+    spelled = set(re.findall(r"(?<![\w:])yeto_cgroup_memory_\w+", text))
+    assert spelled and spelled <= cgroup_names, sorted(spelled - cgroup_names)
+    # The OOM alert names the cgroup's ranks from the series every rank reports.
+    (oom,) = [r for r in all_rules() if r.get("alert") == "YetoCgroupOOMKill"]
+    info = [row for row in CENSUS if row.source is Source.CGROUP and row.attribute
+            and re.search(rf"(?<![\w:]){prometheus_name_of(row)}(?![\w:])",
+                          oom["annotations"]["description"])]
+    assert [prometheus_label(row.attribute) for row in info] == ["yeto_cgroup_path"]
 
 
 # --- DataLoader workers ------------------------------------------------------------------------

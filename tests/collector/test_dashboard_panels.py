@@ -17,7 +17,14 @@ from dashboard_testkit import (names, override_values, panel_metrics, panel_with
 
 
 def _kind(expr: str) -> str:
-    if "/" in expr:
+    # A ratio: a division, or a recorded one (level:metric:...ratio...). Seconds per second
+    # (a rate of time stalled) is a share of time: a ratio too.
+    recorded = [m.split(":")[2] for m in names.metric_names(expr) if m.count(":") == 2]
+    if "/" in expr or any("ratio" in ops for ops in recorded):
+        return "ratio"
+    if re.search(r"rate\(\s*\w+_seconds_total\b", expr) or any(
+            m.count(":") == 2 and "_seconds" in m.split(":")[1] and m.split(":")[2].startswith(
+                "rate") for m in names.metric_names(expr)):
         return "ratio"
     if "rate(" in expr:
         return "rate"
@@ -125,15 +132,58 @@ def test_census_shows_errors_and_allocator_net_rates(census):
         assert net, f"no allocated-minus-freed rate for {stat}"
 
 
+def _prometheus_annotations(dashboard: dict) -> list[dict]:
+    return [a for a in dashboard["annotations"]["list"] if a["datasource"]["type"] == "prometheus"]
+
+
 def test_census_and_island_mark_restarts(dashboards):
     for name, dashboard in dashboards.items():
-        annotations = [a for a in dashboard["annotations"]["list"]
-                       if a["datasource"]["type"] == "prometheus"]
-        assert len(annotations) == 1, name
-        annotation = annotations[0]
+        restarts = [a for a in _prometheus_annotations(dashboard)
+                    if "resets(yeto_process_memory_rss_peak_bytes" in a["expr"]]
+        assert len(restarts) == 1, name
+        annotation = restarts[0]
         assert annotation["enable"] and not annotation["hide"]
-        assert "resets(yeto_process_memory_rss_peak_bytes" in annotation["expr"]
         assert "{{host_name}}" in annotation["textFormat"]
+
+
+def test_census_marks_cgroup_oom_kills(census, island):
+    others = [a for a in _prometheus_annotations(census) if "resets(" not in a["expr"]]
+    assert len(others) == 1
+    (kills,) = others
+    assert kills["enable"] and not kills["hide"] and kills["iconColor"] == "red"
+    # An observer's count that rose, or the cgroup's count above itself 5 minutes earlier (the
+    # rank that took over from the killed one reports it), by cgroup: host and job, no rank.
+    assert re.search(r'increase\(yeto_cgroup_memory_events_total\{event="oom_kill",', kills["expr"])
+    assert 'host_name_job:yeto_cgroup_memory_events_total:max{event="oom_kill",' in kills["expr"]
+    assert "yeto_rank" not in kills["expr"]
+    assert "{{host_name}}" in kills["textFormat"] and "{{job}}" in kills["textFormat"]
+    assert len(_prometheus_annotations(island)) == 1  # restarts only
+
+
+def test_census_has_a_cgroup_row(census):
+    rows = [p["title"] for p in census["panels"] if p["type"] == "row"]
+    assert [title for title in rows if "cgroup" in title.lower()], rows
+    cgroup = [(panel, target) for panel, target in prometheus_targets(census)
+              if any("cgroup" in m for m in names.metric_names(target["expr"]))]
+    assert cgroup
+    for panel, target in cgroup:
+        # Whichever rank reports the cgroup: selected by host, never by rank.
+        assert "$rank" not in target["expr"] and "yeto_rank" not in target["expr"], panel["title"]
+    # Usage, anon, file and working set against the limit and high, in one panel each way.
+    limit, high = "yeto_cgroup_memory_limit_bytes", "yeto_cgroup_memory_high_bytes"
+    for metric in ("yeto_cgroup_memory_usage_bytes", "yeto_cgroup_memory_working_set_bytes",
+                   "yeto_cgroup_memory_anon_bytes", "yeto_cgroup_memory_file_bytes"):
+        assert {limit, high} <= panel_metrics(panel_with(census, metric)), metric
+    # The alert inputs against their thresholds.
+    for rule, threshold in (
+            ("host_name_job:yeto_cgroup_memory_unreclaimable:ratio_max20m",
+             "yeto:cgroup_headroom_threshold:ratio"),
+            ("host_name_job:yeto_cgroup_memory_unreclaimable_bytes:peak_rise1h",
+             "yeto:floor_rise_threshold:bytes"),
+            ("host_name_job:yeto_cgroup_memory_pressure_seconds:rate10m",
+             "yeto:cgroup_pressure_threshold:ratio")):
+        assert threshold in panel_metrics(panel_with(census, rule)), rule
+    assert panel_with(census, rule)["fieldConfig"]["defaults"]["unit"] == "percentunit"
 
 
 # --- Island restart: the Jaeger / Tempo choice --------------------------------------------------

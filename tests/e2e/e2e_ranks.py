@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -28,6 +31,19 @@ def job_matcher(service: str) -> str:
     return f'job=~"(.+/)?{service}"'
 
 
+def job_lock_dir(service: str) -> str:
+    """`YETO_OTEL_LOCK_DIR` for `service`'s processes: a directory of the job's own, so its
+    ranks elect the node's (and their cgroup's) reporter among themselves, whatever else on
+    this machine (another test run, a process of this one) holds a duty in /dev/shm. Removed
+    when the test run ends."""
+    assert re.fullmatch(r"[\w-]+", service), service
+    path = Path(tempfile.gettempdir()) / f"yeto-locks-{service}"
+    if not path.exists():
+        path.mkdir()
+        atexit.register(shutil.rmtree, path, True)
+    return str(path)
+
+
 def job_env(stack, service: str, **env: str) -> dict[str, str]:
     """The environment of a launcher (torchrun) of `service`'s ranks, exporting to the stack's
     agent (`env` adds to or overrides it): no RANK, LOCAL_RANK or WORLD_SIZE, which the launcher
@@ -35,7 +51,7 @@ def job_env(stack, service: str, **env: str) -> dict[str, str]:
     full = dict(clean_env(), **stack.trainer_env(),
                 OTEL_SERVICE_NAME=service, OTEL_METRIC_EXPORT_INTERVAL="500",
                 OTEL_TRACES_EXPORTER="otlp", OTEL_METRICS_EXPORTER="otlp",
-                OTEL_LOGS_EXPORTER="none")
+                OTEL_LOGS_EXPORTER="none", YETO_OTEL_LOCK_DIR=job_lock_dir(service))
     full.update(env)
     return full
 

@@ -1,5 +1,6 @@
 """The rules in collector/alerts evaluate cleanly in a real Prometheus on the census that two
-trainer-like ranks send through the agent, and the floor rules record series for them."""
+trainer-like ranks send through the agent, and the floor and memory-cgroup rules record series
+for them."""
 
 from __future__ import annotations
 
@@ -149,3 +150,26 @@ def test_floors_are_recorded_for_the_ranks_and_the_host(stack, run, evaluated):
     # The constants the dashboards draw.
     assert stack.prometheus_query("yeto:floor_rise_threshold:bytes")
     assert stack.prometheus_query("yeto:exhaustion_horizon:seconds")
+
+
+CGROUP_EVENTS_RULE = "host_name_job:yeto_cgroup_memory_events_total:max"
+CGROUP_UNRECLAIMABLE = "instance:yeto_cgroup_memory_unreclaimable_bytes:sum"
+
+
+def test_cgroup_rules_record_the_ranks_cgroup(stack, run, evaluated):
+    # Both ranks run in this machine's memory cgroup: one of them reports it, and the rules
+    # judge it per cluster, host and job, whichever rank that is.
+    service, _, _ = run
+    job = job_matcher(service)
+    selector = f'{CGROUP_EVENTS_RULE}{{{job}, event="oom_kill"}}'
+    events = stack.wait_for(functools.partial(stack.prometheus_query, selector),
+                            timeout=EVALUATION_TIMEOUT, interval=1.0, what=selector)
+    assert len(events) == 1, events
+    assert set(events[0]["metric"]) == {"__name__", "yeto_cluster", "host_name", "job",
+                                        "event"}, events
+    sums = stack.prometheus_query(f"{CGROUP_UNRECLAIMABLE}{{{job}}}")
+    assert len(sums) == 1, sums  # one reporting rank, not one series per rank
+    assert sums[0]["metric"]["yeto_rank"] in {str(r) for r in range(WORLD)}, sums
+    assert float(sums[0]["value"][1]) > 0, sums
+    assert stack.prometheus_query("yeto:cgroup_headroom_threshold:ratio")
+    assert stack.prometheus_query("yeto:cgroup_pressure_threshold:ratio")

@@ -25,7 +25,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from e2e_ranks import clean_env
+from e2e_ranks import clean_env, job_lock_dir
 from yeto_otel.otel import metric_points, read_json_lines, spans
 
 HERE = Path(__file__).resolve().parent
@@ -79,6 +79,7 @@ def local_env(service: str, local_dir: Path, **env: str) -> dict[str, str]:
     """A launcher's environment with no exporter or endpoint set: the embedded default, files
     in `local_dir`."""
     full = dict(clean_env(), OTEL_SERVICE_NAME=service, YETO_OTEL_LOCAL_DIR=str(local_dir),
+                YETO_OTEL_LOCK_DIR=job_lock_dir(service),
                 OTEL_METRIC_EXPORT_INTERVAL=str(INTERVAL_MS), OTEL_BSP_SCHEDULE_DELAY="500",
                 OMP_NUM_THREADS="1",
                 # allocator metrics from a stand-in: something a worker must not report

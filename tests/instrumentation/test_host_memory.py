@@ -8,6 +8,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.util._importlib_metadata import entry_points
 
 from census_harness import collected
+from yeto_otel.census import NodeDuty, node_duty_key
 from yeto_otel.instrumentation import HostMemoryInstrumentor
 from yeto_otel.settings import Settings, SettingsError
 from zero_code import console_exports, metrics_by_name, run_instrumented
@@ -49,8 +50,10 @@ def test_bad_setting_raises_at_instrument(instrumentor, monkeypatch):
         instrumentor.instrument(meter_provider=MeterProvider())
 
 
-def test_zero_code_exports_the_census_with_its_kinds():
-    result = run_instrumented(SCRIPT, {"RANK": "3", "LOCAL_RANK": "0", "WORLD_SIZE": "8"})
+def test_zero_code_exports_the_census_with_its_kinds(tmp_path):
+    # A lock directory of its own: no other process of this host holds the node here.
+    result = run_instrumented(SCRIPT, {"RANK": "3", "LOCAL_RANK": "0", "WORLD_SIZE": "8",
+                                       "YETO_OTEL_LOCK_DIR": str(tmp_path)})
     assert result.returncode == 0, result.stderr
     assert "trainer ran" in result.stdout
     metrics, resource = metrics_by_name(console_exports(result.stdout))
@@ -71,13 +74,26 @@ def test_zero_code_exports_the_census_with_its_kinds():
         == (3, 0, 8)
 
 
-def test_zero_code_other_local_ranks_do_not_report_node_metrics():
-    result = run_instrumented(SCRIPT, {"RANK": "5", "LOCAL_RANK": "5"})
+@pytest.mark.parametrize("local_rank", ["0", "5"])
+def test_zero_code_reports_node_metrics_only_while_it_holds_the_node(tmp_path, local_rank):
+    """Any local rank reports the node when no other process of the host does; none (not even
+    local rank 0) while another process holds the node's duty."""
+    env = {"RANK": local_rank, "LOCAL_RANK": local_rank, "YETO_OTEL_LOCK_DIR": str(tmp_path)}
+    holder = NodeDuty(node_duty_key(), fallback=False, directory=str(tmp_path))
+    try:
+        assert holder.held()
+        result = run_instrumented(SCRIPT, env)
+    finally:
+        holder.close()
     assert result.returncode == 0, result.stderr
     metrics, resource = metrics_by_name(console_exports(result.stdout))
     assert "yeto.process.memory.rss" in metrics
     assert not [n for n in metrics if n.startswith("yeto.node.")]
-    assert resource["service.instance.id"].endswith("/rank-5")
+    assert resource["service.instance.id"].endswith(f"/rank-{local_rank}")
+    result = run_instrumented(SCRIPT, env)  # the holder has gone
+    assert result.returncode == 0, result.stderr
+    metrics, _ = metrics_by_name(console_exports(result.stdout))
+    assert "yeto.node.memory.anon_pages" in metrics
 
 
 def test_zero_code_user_resource_attributes_win():

@@ -13,6 +13,11 @@ from yeto_otel.names import LOAD_MODE_ATTRIBUTE, RESUME_METRICS
     ("process.memory.usage", "By", False, "process_memory_usage_bytes"),
     ("process.memory.virtual", "By", False, "process_memory_virtual_bytes"),
     ("yeto.census.errors", "{error}", True, "yeto_census_errors_total"),
+    # the memory cgroup's: events and pressure are counters, pressure in seconds
+    ("yeto.cgroup.memory.working_set", "By", False, "yeto_cgroup_memory_working_set_bytes"),
+    ("yeto.cgroup.memory.events", "{event}", True, "yeto_cgroup_memory_events_total"),
+    ("yeto.cgroup.memory.pressure", "s", True, "yeto_cgroup_memory_pressure_seconds_total"),
+    ("yeto.cgroup.memory.info", "{cgroup}", False, "yeto_cgroup_memory_info"),
     # a `bytes` token already in the name: no second suffix
     ("yeto.host_allocator.allocated_bytes.current", "By", False,
      "yeto_host_allocator_allocated_bytes_current"),
@@ -42,7 +47,10 @@ def test_every_exported_metric_has_one_distinct_name():
     totals = {n for n in names if n.endswith("_total")}
     assert totals == {n for n, otel in names.items()
                       if otel == CENSUS_ERRORS.name or otel.endswith((".allocated", ".freed"))
-                      or otel.endswith(("num_host_alloc", "num_host_free"))}
+                      or otel.endswith(("num_host_alloc", "num_host_free"))
+                      or otel in ("yeto.cgroup.memory.events", "yeto.cgroup.memory.pressure")}
+    assert names["yeto_cgroup_memory_limit_bytes"] == "yeto.cgroup.memory.limit"
+    assert names["yeto_cgroup_memory_peak_bytes"] == "yeto.cgroup.memory.peak"
 
 
 @pytest.mark.parametrize("attribute, label", [
@@ -51,6 +59,9 @@ def test_every_exported_metric_has_one_distinct_name():
     ("yeto.local_rank", "yeto_local_rank"),
     ("service.instance.id", "service_instance_id"),
     ("source", "source"),
+    ("event", "event"),
+    ("level", "level"),
+    ("yeto.cgroup.path", "yeto_cgroup_path"),
     ("a-b/c d", "a_b_c_d"),
     ("2xx.code", "key_2xx_code"),
 ])

@@ -7,7 +7,9 @@
 A sawtooth sampled every minute for hours is hundreds of values, one `a+bxn` run per tooth:
 too many to write by hand. The scenarios are declared minute by minute in the modules beside
 this script (scenarios_node.py, scenarios_rank.py, scenarios_workers.py,
-scenarios_exhaustion.py, made of scenario_kit.py's shapes) and written by promtool_format.py in promtool's expanding notation
+scenarios_exhaustion.py, scenarios_cgroup_oom.py, scenarios_cgroup_memory.py, made of
+scenario_kit.py's and scenarios_cgroup_kit.py's shapes) and written by promtool_format.py in
+promtool's expanding notation
 (`a+bxn` is n+1 values, `_xn` is n missing samples, `stale` a staleness marker). The YAML is
 committed; a test fails when it differs from what this writes. Standard library only.
 
@@ -29,6 +31,8 @@ sys.path.insert(0, str(HERE))  # the scenario modules beside this script
 from tools.generated_files import sync_generated  # noqa: E402
 
 from promtool_format import render_file  # noqa: E402
+from scenarios_cgroup_memory import headroom_cases, pressure_cases  # noqa: E402
+from scenarios_cgroup_oom import oom_cases  # noqa: E402
 from scenarios_exhaustion import exhaustion_cases  # noqa: E402
 from scenarios_node import node_cases  # noqa: E402
 from scenarios_rank import rank_cases  # noqa: E402
@@ -49,6 +53,13 @@ def main(argv: list[str] | None = None) -> int:
             worker_cases()),
         "node_exhaustion_test.yml": render_file(
             "YetoNodeMemoryExhaustion and MemAvailable's floor trend.", exhaustion_cases()),
+        "cgroup_oom_kill_test.yml": render_file(
+            "YetoCgroupOOMKill and the memory cgroup's event counts.", oom_cases()),
+        "cgroup_headroom_test.yml": render_file(
+            "YetoCgroupMemoryHeadroom and the cgroup's non-reclaimable memory.",
+            headroom_cases()),
+        "cgroup_pressure_test.yml": render_file(
+            "YetoCgroupMemoryPressure and the cgroup's stall time.", pressure_cases()),
     }
     return sync_generated({HERE / name: text for name, text in files.items()},
                           check=args.check,

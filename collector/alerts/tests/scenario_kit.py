@@ -139,5 +139,19 @@ FIRST_RANK = {"node-a": 0, "node-b": 8, "node-c": 16, "node-d": 24, "node-e": 32
 
 
 def node(metric: str, host: str, value) -> Series:
-    """A node gauge: exported by local rank 0 of the host, so it carries that rank's labels."""
+    """A node gauge: exported by one rank of the host (here local rank 0), so it carries that
+    rank's labels."""
     return Series(metric, rank_labels(host, FIRST_RANK[host], 0), value)
+
+
+def node_takeover(metric: str, host: str, value, at: int, *, overlap: int = 0,
+                  gap: int = 0) -> list[Series]:
+    """A node gauge whose node duty passes from local rank 0 to local rank 1 of the host at
+    minute `at`: the same host's numbers under new `instance` / rank labels. The old series just
+    stops (remote write sends no staleness marker), `overlap` minutes after the new one starts,
+    or `gap` minutes before it."""
+    first = FIRST_RANK[host]
+    return [Series(metric, rank_labels(host, first, 0),
+                   lambda t: value(t) if t < at + overlap else None),
+            Series(metric, rank_labels(host, first + 1, 1),
+                   lambda t: value(t) if t >= at + gap else None)]

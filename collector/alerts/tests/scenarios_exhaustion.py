@@ -4,7 +4,8 @@ one-time drop, a sawtooth and a restart do not; a host that stops reporting ends
 from __future__ import annotations
 
 from promtool_format import Alerts, Case, Expr
-from scenario_kit import AVAIL, CLUSTER, GiB, MiB, cut, node, node_labels, restart, sawtooth
+from scenario_kit import (AVAIL, CLUSTER, GiB, MiB, cut, node, node_labels, node_takeover,
+                          restart, sawtooth)
 
 AVAIL_RULE = "host_name:yeto_node_memory_available_bytes"
 
@@ -65,5 +66,27 @@ def _stops_reporting() -> Case:
          Alerts(125), Alerts(180)])
 
 
+def _takeover() -> Case:
+    # The node duty passes to another rank of the host at minute 201 (node-a: a 3-minute gap,
+    # node-d: 3 minutes of overlap): node-a's fast fall keeps firing, with the same numbers as
+    # without a takeover; node-d's sawtooth stays silent.
+    return Case(
+        "node duty passing to another rank: a fast fall keeps firing, a sawtooth stays silent",
+        300,
+        [*node_takeover(AVAIL, "node-a", available(48 * GiB, leak=-128 * MiB, leak_from=60),
+                        201, gap=3),
+         *node_takeover(AVAIL, "node-d", available(120 * GiB), 201, overlap=3)],
+        "YetoNodeMemoryExhaustion",
+        [Alerts(148), Alerts(149, [exhaustion_alert("node-a", "3h 47m 2s", "27.88GiB")]),
+         Alerts(200, [exhaustion_alert("node-a", "2h 53m 56s", "21.62GiB")]),
+         *(Alerts(t, [exhaustion_alert("node-a", eta, floor)]) for t, eta, floor in (
+             (205, "2h 51m 28s", "21.62GiB"), (215, "2h 41m 33s", "20.38GiB"),
+             (225, "2h 31m 39s", "19.12GiB"), (240, "2h 13m 43s", "16.62GiB"))),
+         Alerts(300, [exhaustion_alert("node-a", "1h 13m 23s", "9.125GiB")])],
+        [Expr(300, f'max_over_time({AVAIL_RULE}:floor_rise20m{{host_name="node-d"}}[260m]) '
+                   f'- min_over_time({AVAIL_RULE}:floor_rise20m{{host_name="node-d"}}[260m])',
+              [('{host_name="node-d",yeto_cluster="island-1"}', 0)])])
+
+
 def exhaustion_cases() -> list[Case]:
-    return [case() for case in (_falls, _stops_reporting)]
+    return [case() for case in (_falls, _stops_reporting, _takeover)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from promtool_format import Alerts, Case, Expr, silent_at
 from scenario_kit import (ANON, AVAIL, CLUSTER, THRESHOLD, GiB, MiB, cut, node, node_labels,
-                          restart, sawtooth)
+                          node_takeover, restart, sawtooth)
 
 NODE_RULE = "host_name:yeto_node_memory_anon_pages_bytes"
 
@@ -153,5 +153,65 @@ def _gaps() -> Case:
          Expr(160, f"{NODE_RULE}:min20m{{host_name=\"node-d\"}}", [])])
 
 
+def _takeover_floors(at: int) -> list[Expr]:
+    """The floors stay within the threshold of flat from minute 40 (the first floors start
+    mid-tooth) through every takeover up to `at`: the floor is the host's, not the new
+    reporting rank's short history."""
+    hosts = ("node-a", "node-b", "node-c")
+    return [Expr(at, f"max_over_time({NODE_RULE}:floor_rise20m[{at - 40}m]) "
+                     "< bool scalar(yeto:floor_rise_threshold:bytes)",
+                 [(f'{{host_name="{h}",yeto_cluster="island-1"}}', 1) for h in hosts]),
+            Expr(at, f"min_over_time({NODE_RULE}:floor_rise20m[{at - 40}m]) "
+                     "> bool -scalar(yeto:floor_rise_threshold:bytes)",
+                 [(f'{{host_name="{h}",yeto_cluster="island-1"}}', 1) for h in hosts])]
+
+
+def _takeovers() -> Case:
+    # The node duty passes to another rank of the host (the holder exited): the series' rank
+    # labels change, the old series lingers 5 minutes (no staleness marker). node-a: at once,
+    # a minute after a trough (the new rank's own history holds no trough for 9 minutes);
+    # node-b: 3 minutes of overlap; node-c: 3 minutes without a sample in between.
+    return Case(
+        "sawtooth whose node duty passes to another rank (at once, overlap, gap): silent", 300,
+        [*node_takeover(ANON, "node-a", node_a_saw(), 121),
+         *node_takeover(ANON, "node-b", node_b_saw(), 151, overlap=3),
+         *node_takeover(ANON, "node-c", sawtooth(410 * GiB, GiB, 8), 177, gap=3)],
+        "YetoNodeAnonPagesLeak", silent_at(60, 121, 125, 130, 140, 150, 155, 160, 170, 180,
+                                             185, 190, 200, 220, 240, 300),
+        [*_takeover_floors(300),
+         Expr(125, f'{NODE_RULE}:min20m{{host_name="node-a"}}',
+              [(f'{NODE_RULE}:min20m{{host_name="node-a",yeto_cluster="island-1"}}',
+                400 * GiB)]),
+         Expr(183, f'{NODE_RULE}:min20m{{host_name="node-c"}}',
+              [(f'{NODE_RULE}:min20m{{host_name="node-c",yeto_cluster="island-1"}}',
+                410 * GiB)])])
+
+
+def _leak_takeover() -> Case:
+    # A leak of 1 MiB/min from minute 60 on three hosts; at minute 201, while the alert fires,
+    # the node duty passes to another rank (node-a at once, node-b with 3 minutes of overlap,
+    # node-d with a 3-minute gap): the alert goes on firing through it.
+    leak = dict(leak=MiB, leak_from=60)
+    leaking = ("node-a", "node-b", "node-d")
+    return Case(
+        "leak under a sawtooth, node duty passing to another rank mid-run: keeps firing", 300,
+        [*node_takeover(ANON, "node-a", node_a_saw(**leak), 201),
+         *node_takeover(ANON, "node-b", node_b_saw(**leak), 201, overlap=3),
+         *node_takeover(ANON, "node-d", node_a_saw(**leak), 201, gap=3)],
+        "YetoNodeAnonPagesLeak",
+        # node-b's 6-minute teeth make its window's rise 18 or 24 MiB by turns.
+        [Alerts(t, [node_leak_alert(h, rise_b if h == "node-b" else "20MiB", floor(h), None)
+                    for h in leaking])
+         for t, rise_b, floor in (
+             (150, "18MiB", lambda h: "400.1GiB" if h != "node-b" else "380.1GiB"),
+             (200, "24MiB", lambda h: "400.1GiB" if h != "node-b" else "380.1GiB"),
+             (205, "24MiB", lambda h: "400.1GiB" if h != "node-b" else "380.1GiB"),
+             (225, "18MiB", lambda h: "400.1GiB" if h != "node-b" else "380.1GiB"),
+             (240, "18MiB", lambda h: "400.2GiB" if h != "node-b" else "380.2GiB"),
+             (250, "18MiB", lambda h: "400.2GiB" if h != "node-b" else "380.2GiB"),
+             (300, "18MiB", lambda h: "400.2GiB" if h != "node-b" else "380.2GiB"))])
+
+
 def node_cases() -> list[Case]:
-    return [case() for case in (_sawtooth, _leak, _steps, _restarts, _gaps)]
+    return [case() for case in (_sawtooth, _leak, _steps, _restarts, _gaps, _takeovers,
+                                _leak_takeover)]

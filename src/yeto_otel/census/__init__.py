@@ -10,9 +10,12 @@ table row) -> the SDK. The same snapshot feeds `add_census_to_step_log` and
 
 from . import _table
 from ._allocator import AllocatorSource, GaugeEvidence, read_allocator_stats, resolve_allocator
+from ._cgroup import CgroupCensus
+from ._duty import DEFAULT_LOCK_DIR, DUTY_ERROR_SOURCE, Duty
 from ._fault_ledger import FaultLedger
 from ._host_cache import HostCacheReleasePolicy, ReleaseDecision
 from ._instruments import INTERNAL_ERROR_SOURCE, CensusInstruments
+from ._node_duty import NodeDuty, node_duty_key
 from ._quantity import Kind, Quantity
 from ._snapshot import CensusReader, CensusSnapshot
 from ._step_log import add_census_to_step_log
@@ -20,18 +23,24 @@ from ._table import *  # noqa: F403  (the table's rows and names, as its __all__
 
 __all__ = [
     *_table.__all__,
+    "DEFAULT_LOCK_DIR",
+    "DUTY_ERROR_SOURCE",
     "INTERNAL_ERROR_SOURCE",
     "AllocatorSource",
     "CensusInstruments",
+    "CgroupCensus",
     "CensusReader",
     "CensusSnapshot",
+    "Duty",
     "FaultLedger",
     "GaugeEvidence",
     "HostCacheReleasePolicy",
+    "NodeDuty",
     "Kind",
     "Quantity",
     "ReleaseDecision",
     "add_census_to_step_log",
+    "node_duty_key",
     "read_allocator_stats",
     "resolve_allocator",
 ]

@@ -66,8 +66,7 @@ class CensusInstruments:
         self.reader = reader
         self._shared = _SharedSnapshot(reader, os.getpid() if owner_pid is None else owner_pid)
         # Every source in use is exported from 0, so increase() in alert rules has a series.
-        self._error_sources = sorted({m.source.label for m in reader.metrics
-                                      if m.source is not None})
+        self._error_sources = sorted(reader.error_sources)
         self._create = {
             Instrument.UP_DOWN_COUNTER: meter.create_observable_up_down_counter,
             Instrument.GAUGE: meter.create_observable_gauge,
@@ -94,6 +93,8 @@ class CensusInstruments:
         shared = self._shared
         name = m.name
         wants_gauge_proof = m.source is Source.ALLOCATOR and m.field.endswith(".current")
+        if m.attribute:
+            return self._observe_labelled(m)
 
         def observe() -> Sequence[Observation]:
             snapshot = shared.for_instrument(name)
@@ -103,6 +104,17 @@ class CensusInstruments:
             if wants_gauge_proof and quantity.kind is not Kind.GAUGE:
                 return ()  # exported as .allocated until .freed is seen to move
             return (Observation(quantity.value),)
+
+        return observe
+
+    def _observe_labelled(self, m: CensusMetric) -> Callable[[], Sequence[Observation]]:
+        """One point per attribute value (an event, a pressure level, a cgroup's path)."""
+        shared, name, attribute = self._shared, m.name, m.attribute
+
+        def observe() -> Sequence[Observation]:
+            snapshot = shared.for_instrument(name)
+            points = snapshot.labelled.get(name) if snapshot is not None else None
+            return [Observation(q.value, {attribute: key}) for key, q in (points or {}).items()]
 
         return observe
 

@@ -20,7 +20,10 @@ from ._allocator import AllocatorSource, GaugeEvidence, read_allocator_stats, re
 from ._bounded_call import CallFailed, CallTimedOut
 from ._budgeted_read import BudgetedRead, Clock, shared_budgeted_read
 from ._table import CENSUS, CensusMetric, Source
+from ._cgroup import CgroupCensus
+from ._duty import DUTY_ERROR_SOURCE
 from ._fault_ledger import FaultLedger
+from ._node_duty import NodeDuty, node_duty_key
 from ..proc import ProcFile, ProcReadError, parse_kb_fields
 from ._quantity import Kind, Quantity
 
@@ -39,6 +42,8 @@ class CensusSnapshot:
     values: Mapping[str, Quantity] = field(default_factory=dict)
     # name -> how old its value is (ns), for the values read within a budget, not just now
     ages_ns: Mapping[str, int] = field(default_factory=dict)
+    # name -> attribute value -> value, for the rows with one point per attribute value
+    labelled: Mapping[str, Mapping[str, Quantity]] = field(default_factory=dict)
 
     def get(self, name: str) -> Quantity | None:
         return self.values.get(name)
@@ -56,15 +61,21 @@ class CensusReader:
     `smaps_budget_percent`: the share of one core smaps_rollup reads may take (0: never read,
     its rows are left out; inf: every collection). Readers with the same budget and `clock`
     share one budget and one last sample; a test passes a clock of its own.
+
+    `node_duty`: with node metrics on, /proc/meminfo is read only in the collections where
+    this process holds it (one process per host at a time); None: in every collection.
     """
 
     def __init__(self, *, allocator: AllocatorSource | None, node_metrics: bool,
                  proc_root: str = "/proc", ledger: FaultLedger | None = None,
                  semconv: bool = True,
                  smaps_budget_percent: float = Settings.smaps_budget_percent,
-                 clock: Clock = time.monotonic_ns):
+                 clock: Clock = time.monotonic_ns, node_duty: NodeDuty | None = None,
+                 cgroup: CgroupCensus | None = None):
         self.allocator = allocator
+        self.cgroup = cgroup
         self.node_metrics = node_metrics
+        self.node_duty = node_duty
         self.ledger = ledger or FaultLedger()
         self.evidence = GaugeEvidence()
         self.metrics = tuple(
@@ -72,7 +83,8 @@ class CensusReader:
             if (node_metrics or not m.node)
             and (semconv or not m.semconv)
             and (smaps_budget_percent > 0 or m.source is not Source.SMAPS_ROLLUP)
-            and (allocator is not None or m.source is not Source.ALLOCATOR))
+            and (allocator is not None or m.source is not Source.ALLOCATOR)
+            and (cgroup is not None or m.source is not Source.CGROUP))
         # Rows that read the same field (VmRSS under our name and the semantic conventions')
         # take it from one parse: the first row parses it, the others are its twins.
         self._twins: dict[str, tuple[str, ...]] = {}
@@ -98,17 +110,32 @@ class CensusReader:
 
     @classmethod
     def from_settings(cls, settings: Settings, *, node_metrics: bool | None = None,
-                      proc_root: str = "/proc") -> "CensusReader":
+                      proc_root: str = "/proc", cgroup_elected: bool = True) -> "CensusReader":
         """The reader for these settings: the allocator `YETO_OTEL_HOST_ALLOCATOR` names (a bad
         one raises `SettingsError` now), node metrics as `YETO_OTEL_NODE_METRICS` decides
         unless `node_metrics` says otherwise, the semantic-conventions names as
-        `YETO_OTEL_SEMCONV_METRICS` decides."""
-        return cls(allocator=resolve_allocator(settings.host_allocator,
-                                               timeout_ms=settings.allocator_timeout_ms),
-                   node_metrics=settings.reports_node_metrics if node_metrics is None
-                   else node_metrics,
-                   proc_root=proc_root, semconv=settings.semconv_metrics,
-                   smaps_budget_percent=settings.smaps_budget_percent)
+        `YETO_OTEL_SEMCONV_METRICS` decides (under `auto`, while this process holds the
+        host's node duty)."""
+        reader = cls(allocator=resolve_allocator(settings.host_allocator,
+                                                 timeout_ms=settings.allocator_timeout_ms),
+                     node_metrics=settings.reports_node_metrics if node_metrics is None
+                     else node_metrics,
+                     proc_root=proc_root, semconv=settings.semconv_metrics,
+                     smaps_budget_percent=settings.smaps_budget_percent,
+                     cgroup=CgroupCensus(elected=cgroup_elected, proc_root=proc_root,
+                                         lock_dir=settings.lock_dir))
+        if node_metrics is None and settings.node_metrics == "auto":
+            reader.node_duty = NodeDuty(node_duty_key(proc_root), fallback=settings.node_fallback,
+                                        directory=settings.lock_dir, ledger=reader.ledger)
+        return reader
+
+    @property
+    def error_sources(self) -> set[str]:
+        """The `source` labels this reader's failures may be counted under."""
+        sources = {m.source.label for m in self.metrics if m.source is not None}
+        if self.node_duty is not None or (self.cgroup is not None and self.cgroup.elected):
+            sources.add(DUTY_ERROR_SOURCE)
+        return sources
 
     @property
     def proc_files(self) -> dict[Source, ProcFile]:
@@ -126,12 +153,18 @@ class CensusReader:
         values: dict[str, Quantity] = {}
         ages: dict[str, int] = {}
         for source, (proc_file, wanted) in self._files.items():
+            if source is Source.MEMINFO and self.node_duty is not None \
+                    and not self.node_duty.held():
+                continue  # another process of the host observes the node now
             self._read_proc(source, proc_file, wanted, values)
         if self._smaps is not None:
             self._take_smaps_rollup(self._smaps, values, ages)
         if self.allocator is not None:
             self._read_allocator(values)
-        return CensusSnapshot(time.time_ns(), values, ages)
+        labelled: dict[str, dict[str, Quantity]] = {}
+        if self.cgroup is not None:
+            self.cgroup.take(values, labelled, self.ledger)
+        return CensusSnapshot(time.time_ns(), values, ages, labelled)
 
     def _take_smaps_rollup(self, smaps: BudgetedRead, values: dict[str, Quantity],
                            ages: dict[str, int]) -> None:
@@ -192,6 +225,10 @@ class CensusReader:
     def close(self) -> None:
         for proc_file in self.proc_files.values():
             proc_file.close()
+        if self.cgroup is not None:
+            self.cgroup.close()
+        if self.node_duty is not None:
+            self.node_duty.close()  # another process takes the node over at its next collection
 
 
 _Fields = tuple[dict[str, int], str]  # the values found, and what was wrong ("" if nothing)

@@ -1,7 +1,7 @@
 """The host-memory census in the trainer's step log (sync rank 0 only).
 
-With YETO_DILOCO_HOST_MEM_CENSUS=1 each step record gets this rank's and this node's memory
-and every host-allocator counter under the stable `host_mem.*` keys listed in
+With YETO_DILOCO_HOST_MEM_CENSUS=1 each step record gets this rank's, its memory cgroup's
+(usage, limit, anon, file, OOM kills) and this node's memory and every host-allocator counter under the stable `host_mem.*` keys listed in
 docs/metrics.md. Unset or `0` leaves the record untouched: same keys, same values.
 """
 
@@ -12,6 +12,7 @@ import threading
 
 from ..settings import Settings, SettingsError, load_settings
 from ._allocator import unresolved_allocator
+from ._cgroup import CgroupCensus
 from ._quantity import Kind
 from ._snapshot import CensusReader
 from ._table import ALLOCATOR_STATS, CENSUS, allocator_metric, gauge_flag_key
@@ -44,14 +45,18 @@ def _census_reader(settings: Settings) -> CensusReader:
     with _lock:
         if _reader is None or _reader_choice != choice:
             try:
-                _reader = CensusReader.from_settings(settings, node_metrics=True)
+                # The step log is rank 0's own record: its cgroup is read whether or not this
+                # process is the one elected to export it.
+                _reader = CensusReader.from_settings(settings, node_metrics=True,
+                                                     cgroup_elected=False)
             except SettingsError as exc:
                 # Under opentelemetry-instrument the distro refused this at start. A trainer
                 # started without it keeps its step log: the rest of the census, with the
                 # allocator skipped, counted and its reason logged once.
                 _reader = CensusReader(allocator=unresolved_allocator(settings.host_allocator,
                                                                       exc), node_metrics=True,
-                                       smaps_budget_percent=settings.smaps_budget_percent)
+                                       smaps_budget_percent=settings.smaps_budget_percent,
+                                       cgroup=CgroupCensus(elected=False))
             _reader_choice = choice
         return _reader
 
@@ -77,6 +82,8 @@ def add_census_to_step_log(record: dict, *, rank: int | None = None,
     snapshot = _census_reader(settings).take()
     for m in CENSUS:
         quantity = snapshot.get(m.name) if m.step_log_key else None
+        if m.step_log_point:  # one point of a row with many (the cgroup's oom_kill count)
+            quantity = snapshot.labelled.get(m.name, {}).get(m.step_log_point)
         if quantity is not None:
             record[m.step_log_key] = quantity.value
             age_ns = snapshot.ages_ns.get(m.name)

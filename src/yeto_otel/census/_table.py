@@ -17,6 +17,18 @@ __all__ = [
     "ALLOCATOR_KEYS",
     "ALLOCATOR_PREFIX",
     "ANONYMOUS",
+    "CGROUP_ANON",
+    "CGROUP_EVENTS",
+    "CGROUP_FILE",
+    "CGROUP_FILE_MAPPED",
+    "CGROUP_HIGH",
+    "CGROUP_INFO",
+    "CGROUP_LIMIT",
+    "CGROUP_PEAK",
+    "CGROUP_PRESSURE",
+    "CGROUP_SHMEM",
+    "CGROUP_USAGE",
+    "CGROUP_WORKING_SET",
     "NODE_ANON_PAGES",
     "NODE_AVAILABLE",
     "PRIVATE_DIRTY",
@@ -58,12 +70,13 @@ class Source(enum.Enum):
     SMAPS_ROLLUP = "/proc/self/smaps_rollup"
     MEMINFO = "/proc/meminfo"
     ALLOCATOR = "host allocator"
+    CGROUP = "memory cgroup"
 
     @property
     def label(self) -> str:
         """The `source` attribute of `yeto.census.errors`."""
         return {"STATUS": "status", "SMAPS_ROLLUP": "smaps_rollup", "MEMINFO": "meminfo",
-                "ALLOCATOR": "allocator"}[self.name]
+                "ALLOCATOR": "allocator", "CGROUP": "cgroup"}[self.name]
 
 
 @dataclass(frozen=True)
@@ -80,6 +93,10 @@ class CensusMetric:
     # A row read within a CPU budget (its last value is exported between reads): the step-log
     # key of that value's age in seconds.
     step_log_age_key: str = ""
+    # One point per value of this attribute (an event, a pressure level), not one point.
+    attribute: str = ""
+    # With `attribute`: the step log carries the point with this attribute value.
+    step_log_point: str = ""
 
     @property
     def instrument(self) -> Instrument:
@@ -136,6 +153,79 @@ PROCESS_MEMORY_VIRTUAL = CensusMetric(
 _PROCESS_AND_NODE = (RSS, RSS_PEAK, ANONYMOUS, PRIVATE_DIRTY, NODE_AVAILABLE, NODE_ANON_PAGES,
                      PROCESS_MEMORY_USAGE, PROCESS_MEMORY_VIRTUAL)
 
+# The process's own memory cgroup (v2, or v1's memory hierarchy): the limit that really kills
+# a rank, long before the node runs out. One process per cgroup observes these (the 8 ranks of
+# a pod share one), chosen by an election that moves when it exits; `CGROUP_INFO` is reported
+# by every process, so the cgroup's path is recorded once per process, not on every series.
+_V1_V2 = "v2 `{v2}`, v1 `{v1}`."
+
+
+def _cgroup(name: str, kind: Kind, unit: str, description: str, step_log_key: str = "",
+            **extra) -> CensusMetric:
+    return CensusMetric(f"yeto.cgroup.memory.{name}", Source.CGROUP, name, kind, unit,
+                        description, step_log_key, **extra)
+
+
+CGROUP_USAGE = _cgroup(
+    "usage", Kind.GAUGE, "By", "Memory charged to this process's memory cgroup (anonymous, "
+    "page cache it touched, kernel memory): what the limit is compared with. "
+    + _V1_V2.format(v2="memory.current", v1="memory.usage_in_bytes"),
+    "host_mem.cgroup_usage_bytes")
+CGROUP_LIMIT = _cgroup(
+    "limit", Kind.GAUGE, "By", "The cgroup's hard limit: usage that reaches it and cannot be "
+    "reclaimed gets a process OOM-killed. Not exported when there is none. "
+    + _V1_V2.format(v2="memory.max", v1="memory.limit_in_bytes"), "host_mem.cgroup_limit_bytes")
+CGROUP_HIGH = _cgroup(
+    "high", Kind.GAUGE, "By", "The cgroup's throttling limit: above it the kernel reclaims "
+    "hard and slows the cgroup down. Not exported when there is none. v2 `memory.high` only.")
+CGROUP_PEAK = _cgroup(
+    "peak", Kind.HIGH_WATER_MARK, "By", "The highest usage the cgroup has had. "
+    + _V1_V2.format(v2="memory.peak", v1="memory.max_usage_in_bytes"))
+CGROUP_ANON = _cgroup(
+    "anon", Kind.GAUGE, "By", "Anonymous memory in the cgroup (its processes' heaps, tensors, "
+    "copy-on-write copies): cannot be reclaimed without swap. "
+    + _V1_V2.format(v2="memory.stat anon", v1="memory.stat total_rss"),
+    "host_mem.cgroup_anon_bytes")
+CGROUP_FILE = _cgroup(
+    "file", Kind.GAUGE, "By", "Page cache charged to the cgroup (files its processes read, "
+    "wrote or mapped, shmem included). "
+    + _V1_V2.format(v2="memory.stat file", v1="memory.stat total_cache"),
+    "host_mem.cgroup_file_bytes")
+CGROUP_SHMEM = _cgroup(
+    "shmem", Kind.GAUGE, "By", "Shared memory (tmpfs, /dev/shm, shared anonymous mappings) "
+    "charged to the cgroup; part of `file`, and not reclaimable without swap. "
+    + _V1_V2.format(v2="memory.stat shmem", v1="memory.stat total_shmem"))
+CGROUP_FILE_MAPPED = _cgroup(
+    "file_mapped", Kind.GAUGE, "By", "Page cache that is mapped into the cgroup's processes "
+    "(mapped anchors among it). "
+    + _V1_V2.format(v2="memory.stat file_mapped", v1="memory.stat total_mapped_file"))
+CGROUP_WORKING_SET = _cgroup(
+    "working_set", Kind.GAUGE, "By", "Usage minus inactive page cache, as kubelet computes it to "
+    "decide evictions (never below 0). "
+    + _V1_V2.format(v2="memory.current - memory.stat inactive_file",
+                    v1="memory.usage_in_bytes - memory.stat total_inactive_file"))
+CGROUP_EVENTS = _cgroup(
+    "events", Kind.RUNNING_TOTAL, "{event}", "Memory events of the cgroup since it was made, "
+    "one series per `event`: v2 `memory.events` low, high, max, oom, oom_kill, oom_group_kill; "
+    "v1 `oom_kill` from memory.oom_control and `max` from memory.failcnt (times usage hit the "
+    "limit). `oom_kill`: processes of the cgroup the kernel killed for memory.",
+    "host_mem.cgroup_oom_kills", attribute="event", step_log_point="oom_kill")
+CGROUP_PRESSURE = _cgroup(
+    "pressure", Kind.RUNNING_TOTAL, "s", "Time the cgroup's tasks stalled waiting for memory "
+    "(pressure stall information), one series per `level`: `some` (at least one task stalled), "
+    "`full` (all stalled at once). v2 `memory.pressure` `total` only.", attribute="level")
+CGROUP_INFO = _cgroup(
+    "info", Kind.GAUGE, "{cgroup}", "1, with the attribute `yeto.cgroup.path`: the memory cgroup "
+    "this process is in, as /proc/self/cgroup shows it (relative to the process's cgroup "
+    "namespace: `/` inside a container with one). Reported by every process that can read its "
+    "cgroup, elected or not, so summed by path it counts the ranks in each cgroup; the other "
+    "`yeto.cgroup.memory.*` series carry no path, so a new cgroup (a restarted Slurm step) "
+    "starts no new series but this one.", attribute="yeto.cgroup.path")
+
+_CGROUP = (CGROUP_USAGE, CGROUP_LIMIT, CGROUP_HIGH, CGROUP_PEAK, CGROUP_ANON, CGROUP_FILE,
+           CGROUP_SHMEM, CGROUP_FILE_MAPPED, CGROUP_WORKING_SET, CGROUP_EVENTS, CGROUP_PRESSURE,
+           CGROUP_INFO)
+
 ALLOCATOR_PREFIX = "yeto.host_allocator."
 STEP_LOG_ALLOCATOR_PREFIX = "host_mem.host_alloc."
 
@@ -180,7 +270,7 @@ def _allocator_metrics() -> tuple[CensusMetric, ...]:
     return tuple(rows)
 
 
-CENSUS: tuple[CensusMetric, ...] = _PROCESS_AND_NODE + _allocator_metrics()
+CENSUS: tuple[CensusMetric, ...] = _PROCESS_AND_NODE + _allocator_metrics() + _CGROUP
 
 # Every key of the allocator's flat stats dict that the census reads.
 ALLOCATOR_KEYS = tuple(m.field for m in CENSUS if m.source is Source.ALLOCATOR)
@@ -191,7 +281,8 @@ ERROR_SOURCE_ATTRIBUTE = "source"
 CENSUS_ERRORS = CensusMetric(
     "yeto.census.errors", None, "", Kind.RUNNING_TOTAL, "{error}",
     "Census reads that failed and were skipped for one collection, by `source` (status, "
-    "smaps_rollup, meminfo, allocator). Each source's first failure is also logged once.",
+    "smaps_rollup, meminfo, allocator, cgroup; a process with no memory cgroup to read counts "
+    "that once). Each source's first failure is also logged once.",
     "")
 
 _BY_NAME = {row.name: row for row in CENSUS}

@@ -55,7 +55,8 @@ def _table(snapshot: CensusSnapshot, reader: CensusReader) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    reader = CensusReader.from_settings(load_settings(), node_metrics=True)
+    # A look at this machine, not a reporter: it reads the cgroup without taking its election.
+    reader = CensusReader.from_settings(load_settings(), node_metrics=True, cgroup_elected=False)
     taken = 0
     try:
         while True:

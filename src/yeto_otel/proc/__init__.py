@@ -1,13 +1,29 @@
-"""Linux readers: kernel memory files kept open and re-read with pread, and the pagemap
-probe that says how much of a mapped file this process has touched.
+"""Linux readers: kernel memory files kept open and re-read with pread, the process's own
+memory cgroup (v1 or v2) and its files, and the pagemap probe that says how much of a mapped
+file this process has touched.
 
 Pure parsing and system calls, no OpenTelemetry: the census and the anchors build on these.
 """
 
+from ._cgroup_location import (CgroupNotFound, MemoryCgroup, locate_memory_cgroup,
+                               parse_mountinfo, parse_proc_cgroup)
+from ._cgroup_memory import (UNLIMITED_FROM, CgroupReading, MemoryCgroupFiles, parse_flat_keyed,
+                             parse_pressure_totals, parse_single_value)
 from ._files import ProcFile, ProcReadError, parse_kb_fields, read_kb_fields, read_raw_field
 from ._residency import PAGE_SIZE, FileMapping, Residency, ResidencyProbe
 
 __all__ = [
+    "UNLIMITED_FROM",
+    "CgroupNotFound",
+    "CgroupReading",
+    "MemoryCgroup",
+    "MemoryCgroupFiles",
+    "locate_memory_cgroup",
+    "parse_flat_keyed",
+    "parse_mountinfo",
+    "parse_pressure_totals",
+    "parse_proc_cgroup",
+    "parse_single_value",
     "PAGE_SIZE",
     "FileMapping",
     "ProcFile",
