@@ -25,6 +25,7 @@ _FACES = {
     "HostMemoryInstrumentor": "instrumentation",
     "DataLoaderWorkerInstrumentor": "instrumentation",
     "TorchLoadInstrumentor": "instrumentation",
+    "SafetensorsInstrumentor": "instrumentation",
     "add_census_to_step_log": "census",
     "CensusReader": "census",
     "CensusSnapshot": "census",

@@ -1,13 +1,14 @@
 """OpenTelemetry instrumentors shipped by yeto-otel (loaded by `opentelemetry-instrument`
-through the `opentelemetry_instrumentor` entry points `yeto_host_memory`, `yeto_torch_load` and
-`yeto_dataloader_workers`), and the post-import hook that patches torch only once the program
-imports it.
+through the `opentelemetry_instrumentor` entry points `yeto_host_memory`, `yeto_torch_load`,
+`yeto_safetensors` and `yeto_dataloader_workers`), and the post-import hook that patches torch
+and safetensors only once the program imports them.
 """
 
 from ._dataloader import DataLoaderWorkerInstrumentor, WorkerTelemetry
 from ._host_memory import METER_NAME, HostMemoryInstrumentor
 from ._post_import import ImportWatch, when_imported
+from ._safetensors import SafetensorsInstrumentor
 from ._torch_load import TorchLoadInstrumentor
 
 __all__ = ["METER_NAME", "DataLoaderWorkerInstrumentor", "HostMemoryInstrumentor", "ImportWatch",
-           "TorchLoadInstrumentor", "WorkerTelemetry", "when_imported"]
+           "SafetensorsInstrumentor", "TorchLoadInstrumentor", "WorkerTelemetry", "when_imported"]

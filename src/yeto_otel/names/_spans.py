@@ -30,6 +30,20 @@ __all__ = [
     "FRAGMENT_ID",
     "RESUME_ANCHORS",
     "RESUME_ANCHORS_LOAD",
+    "SAFETENSORS_ANONYMOUS_DELTA",
+    "SAFETENSORS_BACKEND",
+    "SAFETENSORS_BYTES_MAPPED",
+    "SAFETENSORS_BYTES_TOUCHED",
+    "SAFETENSORS_DATA_SIZE",
+    "SAFETENSORS_DEVICE",
+    "SAFETENSORS_FILE_SIZE",
+    "SAFETENSORS_LOAD",
+    "SAFETENSORS_LOAD_FILE",
+    "SAFETENSORS_PATH",
+    "SAFETENSORS_RESIDENCY_ERROR",
+    "SAFETENSORS_SAFE_OPEN",
+    "SAFETENSORS_TENSORS_READ",
+    "SAFETENSORS_TENSOR_COUNT",
     "SPANS",
     "SpanSpec",
     "TORCH_LOAD",
@@ -124,6 +138,73 @@ TORCH_LOAD = SpanSpec(
     "with the exception recorded when the call raises.",
     (TORCH_LOAD_PATH, TORCH_LOAD_FILE_SIZE, TORCH_LOAD_MMAP, TORCH_LOAD_BYTES_MAPPED))
 
+SAFETENSORS_PATH = Attr("yeto.safetensors.path", "string", "Absolute path of the file.")
+SAFETENSORS_FILE_SIZE = Attr("yeto.safetensors.file_size", "int (bytes)",
+                             "Size of the file (absent when it cannot be stat'ed).")
+SAFETENSORS_DATA_SIZE = Attr("yeto.safetensors.data_size", "int (bytes)",
+                             "Length of the bytes given to `safetensors.torch.load`.")
+SAFETENSORS_DEVICE = Attr("yeto.safetensors.device", "string",
+                          "The `device` asked for (`cpu` unless given).")
+SAFETENSORS_BACKEND = Attr(
+    "yeto.safetensors.backend", "string",
+    "How safetensors reads the file: `mmap` (the default, and the only way before "
+    "safetensors 0.8) or `pread` (the caller's `backend=\"pread\"`).")
+SAFETENSORS_TENSOR_COUNT = Attr(
+    "yeto.safetensors.tensor_count", "int",
+    "`load_file` / `load`: tensors returned. `safe_open`: tensors in the file's header.")
+SAFETENSORS_TENSORS_READ = Attr(
+    "yeto.safetensors.tensors_read", "int",
+    "`safe_open` only: tensors read through the handle (`get_tensor` and `get_slice` calls, "
+    "plus each tensor `get_tensors` returned). A count rather than an event per tensor: a "
+    "model shard holds hundreds to thousands of tensors.")
+SAFETENSORS_BYTES_MAPPED = Attr(
+    "yeto.safetensors.bytes_mapped", "int (bytes)",
+    "Bytes of the file mapped into this process when the span ends: every mapping of it, so "
+    "earlier loads whose tensors are still alive count too. 0 for the `pread` backend.")
+SAFETENSORS_BYTES_TOUCHED = Attr(
+    "yeto.safetensors.bytes_touched", "int (bytes)",
+    "Pages of those mappings resident in this process when the span ends (from "
+    "/proc/self/pagemap; equals smaps `Rss` for them). `load_file` returns tensors that view "
+    "the mapping, so this is what safetensors itself read, not what the trainer reads later. "
+    "An upper bound on the bytes read: the kernel maps around each fault (64 KiB "
+    "fault-around, or a whole large page-cache folio). Clean, reclaimable page cache.")
+SAFETENSORS_ANONYMOUS_DELTA = Attr(
+    "yeto.safetensors.anonymous_delta", "int (bytes)",
+    "This process's resident anonymous memory (/proc/self/status `RssAnon`) when the span "
+    "ends minus when it started: copies made by the load (`load`, the `pread` backend, "
+    "dtype or device conversions), and anything else the process allocated meanwhile.")
+SAFETENSORS_RESIDENCY_ERROR = Attr(
+    "yeto.safetensors.residency_error", "string",
+    "Why the mapping or the anonymous memory could not be measured (no /proc), if so. The "
+    "load itself is not affected.")
+
+_SAFETENSORS_RESIDENCY = (SAFETENSORS_BYTES_MAPPED, SAFETENSORS_BYTES_TOUCHED,
+                          SAFETENSORS_ANONYMOUS_DELTA, SAFETENSORS_RESIDENCY_ERROR)
+
+SAFETENSORS_LOAD_FILE = SpanSpec(
+    "safetensors.load_file",
+    "Every `safetensors.torch.load_file` call, under `SafetensorsInstrumentor`. Status ERROR "
+    "with the exception recorded when the call raises.",
+    (SAFETENSORS_PATH, SAFETENSORS_FILE_SIZE, SAFETENSORS_DEVICE, SAFETENSORS_BACKEND,
+     SAFETENSORS_TENSOR_COUNT, *_SAFETENSORS_RESIDENCY))
+
+SAFETENSORS_LOAD = SpanSpec(
+    "safetensors.load",
+    "Every `safetensors.torch.load(bytes)` call: no file, so nothing is mapped; the tensors "
+    "are copies, and `anonymous_delta` is what they (and the call's scratch) added. Status "
+    "ERROR with the exception recorded when the call raises.",
+    (SAFETENSORS_DATA_SIZE, SAFETENSORS_TENSOR_COUNT, SAFETENSORS_ANONYMOUS_DELTA,
+     SAFETENSORS_RESIDENCY_ERROR))
+
+SAFETENSORS_SAFE_OPEN = SpanSpec(
+    "safetensors.safe_open",
+    "A `safetensors.safe_open` handle from the open until its `with` block exits (or, used "
+    "without `with`, until the handle is garbage-collected). Not the current span inside "
+    "the block. Status ERROR with the exception recorded when the open fails or the block "
+    "raises. Opens made by `load_file` are inside its span and get none of their own.",
+    (SAFETENSORS_PATH, SAFETENSORS_FILE_SIZE, SAFETENSORS_DEVICE, SAFETENSORS_BACKEND,
+     SAFETENSORS_TENSOR_COUNT, SAFETENSORS_TENSORS_READ, *_SAFETENSORS_RESIDENCY))
+
 DEMO_STEP_NUMBER = Attr("yeto.demo.step", "int", "Step number.")
 DEMO_LOSS = Attr("yeto.demo.loss", "double", "The synthetic loss written to the step log.")
 DEMO_HELD_BYTES = Attr("yeto.demo.held_bytes", "int (bytes)",
@@ -137,4 +218,6 @@ DEMO_STEP = SpanSpec(
     "library, listed so the demo's traces are documented too.",
     (DEMO_STEP_NUMBER, DEMO_LOSS, DEMO_HELD_BYTES, DEMO_RELEASED))
 
-SPANS: tuple[SpanSpec, ...] = (RESUME_ANCHORS, RESUME_ANCHORS_LOAD, TORCH_LOAD, DEMO_STEP)
+SPANS: tuple[SpanSpec, ...] = (RESUME_ANCHORS, RESUME_ANCHORS_LOAD, TORCH_LOAD,
+                               SAFETENSORS_LOAD_FILE, SAFETENSORS_LOAD, SAFETENSORS_SAFE_OPEN,
+                               DEMO_STEP)

@@ -1,0 +1,191 @@
+"""`SafetensorsInstrumentor`: a span around every safetensors load in the process, with what it
+mapped, touched and copied.
+
+    SafetensorsInstrumentor().instrument(tracer_provider=provider)
+
+or `opentelemetry-instrument` (entry point `yeto_safetensors`). Three calls are traced:
+`safetensors.torch.load_file` (span `safetensors.load_file`), `safetensors.torch.load` on
+bytes (`safetensors.load`: no file, so only the copies show) and `safetensors.safe_open`
+(`safetensors.safe_open`, from the open to the close; see `TracedSafeOpen`). safetensors is
+never imported here: each module is patched when the program imports it.
+
+An error of the load itself reaches the caller unchanged and is recorded on the span; an
+error in measuring is not the caller's (see `LoadResidency`). `uninstrument()` puts the
+original functions back, and a wrapper someone still holds (`from safetensors import
+safe_open` while instrumented) just calls the original from then on. While instrumented,
+`safetensors.safe_open` is a function, not the handle's type, so `isinstance(x, safe_open)`
+raises TypeError (calling it, the only documented use, works as before).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+from typing import Any, Callable, Collection
+
+from opentelemetry import trace
+from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
+from opentelemetry.trace import Status, StatusCode
+
+from .. import names
+from ..otel import process_pipeline
+from ..version import __version__
+from ._load_residency import LoadResidency, file_attributes, log_once
+from ._post_import import when_imported
+from ._safe_open_handle import TracedSafeOpen
+
+__all__ = ["SafetensorsInstrumentor"]
+
+TRACER_NAME = "yeto_otel.safetensors"
+_DEFAULT_BACKEND = "mmap"  # the only backend before safetensors 0.8, the default since
+
+# Set while a traced load_file runs: the safe_open it makes inside is part of its span.
+_inside_load = contextvars.ContextVar("yeto_safetensors_inside_load", default=False)
+
+
+def _count(result: Any) -> int | None:
+    try:
+        return len(result)
+    except TypeError:
+        return None
+
+
+class SafetensorsInstrumentor(BaseInstrumentor):
+    _watches: list = []
+    _patched: list = []  # (module, attribute, original, wrapper)
+    _active = False
+
+    def instrumentation_dependencies(self) -> Collection[str]:
+        return ("safetensors >= 0.4",)
+
+    def _instrument(self, **kwargs: Any) -> None:
+        configured = trace.get_tracer(TRACER_NAME, __version__, kwargs.get("tracer_provider"))
+        self._configured = configured
+        self._patched = []
+        self._active = True
+        # safetensors first (the package), then safetensors.torch, whose import of
+        # `safe_open` then picks up the wrapper.
+        self._watches = [when_imported("safetensors", self._patch_open),
+                         when_imported("safetensors.torch", self._patch_torch)]
+
+    def _tracer(self):
+        """A DataLoader worker traces under its own identity (its own pipeline)."""
+        pipeline = process_pipeline()
+        if pipeline is None:
+            return self._configured
+        return pipeline.tracer_provider.get_tracer(TRACER_NAME, __version__)
+
+    def _replace(self, module, attribute: str, make: Callable[[Callable], Callable]) -> None:
+        original = getattr(module, attribute, None)
+        if original is None or hasattr(original, "__yeto_safetensors__"):
+            return
+        wrapper = make(original)
+        wrapper.__yeto_safetensors__ = True
+        setattr(module, attribute, wrapper)
+        self._patched.append((module, attribute, original, wrapper))
+
+    def _patch_open(self, safetensors) -> None:
+        self._replace(safetensors, "safe_open", self._traced_safe_open)
+
+    def _patch_torch(self, safetensors_torch) -> None:
+        # Its `from safetensors import safe_open` took the wrapper: put it back on uninstrument.
+        for module, attribute, original, wrapper in list(self._patched):
+            if attribute == "safe_open" and safetensors_torch.__dict__.get(attribute) is wrapper:
+                self._patched.append((safetensors_torch, attribute, original, wrapper))
+        self._replace(safetensors_torch, "load_file", self._traced_load_file)
+        self._replace(safetensors_torch, "load", self._traced_load)
+
+    def _traced_load_file(self, original):
+        @functools.wraps(original, updated=())
+        def load_file(filename, *args, **kw):
+            if not self._active:
+                return original(filename, *args, **kw)
+            attributes, path = file_attributes(
+                filename, kw.get("device", args[0] if args else "cpu"),
+                kw.get("backend", _DEFAULT_BACKEND))
+            with self._tracer().start_as_current_span(names.SAFETENSORS_LOAD_FILE.name,
+                                                      attributes=attributes) as span:
+                residency = LoadResidency(path)
+                token = _inside_load.set(True)
+                try:
+                    result = original(filename, *args, **kw)
+                finally:
+                    _inside_load.reset(token)
+                residency.finish(span, **_tensor_count(result))
+                return result
+
+        return load_file
+
+    def _traced_load(self, original):
+        @functools.wraps(original, updated=())
+        def load(data, *args, **kw):
+            if not self._active:
+                return original(data, *args, **kw)
+            with self._tracer().start_as_current_span(names.SAFETENSORS_LOAD.name,
+                                                      attributes=_data_size(data)) as span:
+                residency = LoadResidency(None)
+                result = original(data, *args, **kw)
+                residency.finish(span, **_tensor_count(result))
+                return result
+
+        return load
+
+    def _traced_safe_open(self, original):
+        @functools.wraps(original, updated=())
+        def safe_open(filename, *args, **kw):
+            if not self._active or _inside_load.get():
+                return original(filename, *args, **kw)
+            attributes, path = file_attributes(
+                filename, kw.get("device", args[1] if len(args) > 1 else "cpu"),
+                kw.get("backend", _DEFAULT_BACKEND))
+            span = self._tracer().start_span(names.SAFETENSORS_SAFE_OPEN.name,
+                                             attributes=attributes)
+            residency = LoadResidency(path)
+            try:
+                handle = original(filename, *args, **kw)
+            except BaseException as exc:
+                _end_failed(span, exc)
+                raise
+            _set_header_count(span, handle)
+            return TracedSafeOpen(handle, span, residency)
+
+        return safe_open
+
+    def _uninstrument(self, **kwargs: Any) -> None:
+        self._active = False  # wrappers still held elsewhere now call straight through
+        for watch in self._watches:
+            if watch is not None:
+                watch.cancel()
+        self._watches = []
+        for module, attribute, original, wrapper in reversed(self._patched):
+            if getattr(module, attribute, None) is wrapper:
+                setattr(module, attribute, original)
+        self._patched = []
+
+
+def _tensor_count(result: Any) -> dict[str, int]:
+    count = _count(result)
+    return {} if count is None else {names.SAFETENSORS_TENSOR_COUNT.name: count}
+
+
+def _data_size(data: Any) -> dict[str, int]:
+    try:
+        return {names.SAFETENSORS_DATA_SIZE.name: len(data)}
+    except TypeError:
+        return {}  # safetensors will refuse it
+
+
+def _set_header_count(span, handle) -> None:
+    try:
+        span.set_attribute(names.SAFETENSORS_TENSOR_COUNT.name, len(handle.keys()))
+    except Exception as exc:  # the handle is the caller's: never fail the open
+        log_once("keys", f"tensor count not recorded: {type(exc).__name__}: {exc}")
+
+
+def _end_failed(span, exc: BaseException) -> None:
+    try:
+        span.record_exception(exc)
+        span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+        span.end()
+    except Exception as error:  # the open's own exception goes on unchanged
+        log_once("open", f"failed open not recorded: {type(error).__name__}: {error}")
