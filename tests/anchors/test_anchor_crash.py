@@ -22,35 +22,26 @@ import torch
 from yeto_otel.anchors import save_resume_anchors
 
 path, how, limit = sys.argv[1], sys.argv[2], int(sys.argv[3])
-real_save = torch.save
+real_pwrite = os.pwrite
+written = 0
 
 
-class DiesMidWrite:
-    def __init__(self, f):
-        self.f, self.written = f, 0
-
-    def write(self, data):
-        n = self.f.write(data)
-        self.written += len(data)
-        if limit and self.written > limit:
-            self.f.flush()  # the half file is really on disk under its temp name
-            if how == "exit":
-                os._exit(17)
-            print("blocked", flush=True)
-            sys.stdin.read()  # wait here until the parent kills us
-            os._exit(18)
-        return n
-
-    def flush(self):
-        self.f.flush()
-
-
-def dying_save(obj, f, *args, **kwargs):
-    return real_save(obj, DiesMidWrite(f), *args, **kwargs)
+def dies_mid_write(fd, data, offset):
+    # The anchors' bytes go into the laid-out file with pwrite; die part-way through them.
+    global written
+    n = real_pwrite(fd, data, offset)
+    written += n
+    if written > limit:
+        if how == "exit":
+            os._exit(17)
+        print("blocked", flush=True)
+        sys.stdin.read()  # wait here until the parent kills us
+        os._exit(18)
+    return n
 
 
 if limit:
-    torch.save = dying_save
+    os.pwrite = dies_mid_write
 print("saving", flush=True)
 save_resume_anchors(path, {f"new.{i}": torch.full((%d,), -1.0) for i in range(%d)})
 print("finished", flush=True)

@@ -338,7 +338,7 @@ def test_ctrl_c_inside_torch_write_stays_a_keyboard_interrupt(tmp_path, monkeypa
 
         def write(self, data):
             self.written += memoryview(data).nbytes
-            if self.written > 64 * 1024:
+            if self.written > 1024:  # inside the layout (the anchors' bytes are not torch's)
                 raise KeyboardInterrupt
             return self.f.write(data)
 
@@ -347,6 +347,20 @@ def test_ctrl_c_inside_torch_write_stays_a_keyboard_interrupt(tmp_path, monkeypa
 
     monkeypatch.setattr(torch, "save", lambda obj, f, **kw: real_save(obj, InterruptedWrites(f),
                                                                      **kw))
+    with pytest.raises(KeyboardInterrupt):
+        save_resume_anchors(tmp_path / "a.pt", {"a": torch.randn(256 * 1024)})
+    assert os.listdir(tmp_path) == []
+
+
+def test_ctrl_c_while_writing_the_anchors_leaves_nothing(tmp_path, monkeypatch):
+    real_pwrite = os.pwrite
+
+    def interrupted(fd, data, offset):
+        if memoryview(data).nbytes > 4096:  # an anchor's bytes, not a CRC
+            raise KeyboardInterrupt
+        return real_pwrite(fd, data, offset)
+
+    monkeypatch.setattr(os, "pwrite", interrupted)
     with pytest.raises(KeyboardInterrupt):
         save_resume_anchors(tmp_path / "a.pt", {"a": torch.randn(256 * 1024)})
     assert os.listdir(tmp_path) == []

@@ -2,7 +2,7 @@
 that names the path and the bytes needed and free, never SIGBUS, and nothing left behind.
 
 The save runs in a child process so that a SIGBUS would show as its exit status. A save needs
-the file's size plus a scratch copy of the anchors (freed when it ends) on that filesystem.
+the file's size on that filesystem, and nothing more: the anchors are written straight into it.
 """
 
 import errno
@@ -30,7 +30,7 @@ path, how = sys.argv[1], sys.argv[2]
 g = torch.Generator().manual_seed(int(sys.argv[3]))
 anchors = {"layer.0.weight": torch.randn(200, 300, generator=g),
            "layer.0.bias": torch.randn(300, generator=g),
-           "embed": torch.randn(50000, generator=g).to(torch.bfloat16)}  # two scratch files
+           "embed": torch.randn(50000, generator=g).to(torch.bfloat16)}  # two flat storages
 
 if how == "statvfs_says_nothing":  # as some FUSE filesystems: only the reservation guards
     import yeto_otel.anchors._save as save_module
@@ -80,21 +80,20 @@ def _pages(nbytes):
 
 @pytest.fixture
 def roomy(tmp_path):
-    """The child's save on a roomy disk: its path, file bytes and scratch bytes."""
+    """The child's save on a roomy disk: its path and file bytes."""
     path = tmp_path / "roomy" / "anchors.pt"
     path.parent.mkdir()
     result = _save_in_child(path)
     assert result.returncode == 0, result.stderr
     content = torch.load(path, weights_only=True)
-    scratch = sum(s.numel() * s.element_size() for s in content["storages"].values())
-    assert len(content["storages"]) == 2 and scratch > 0
-    return path, json.loads(result.stdout)["saved"], scratch
+    assert len(content["storages"]) == 2
+    return path, json.loads(result.stdout)["saved"]
 
 
 @pytest.fixture
 def sizes(roomy):
-    """(file bytes, scratch bytes) of the child's save."""
-    return roomy[1:]
+    """The file bytes of the child's save."""
+    return roomy[1]
 
 
 @pytest.fixture
@@ -124,23 +123,22 @@ def _assert_names_the_need(report, path, needed, free):
     assert str(needed) in message and str(free) in message
 
 
-@pytest.mark.parametrize("short_by", ["most_of_the_file", "the_scratch_but_a_page"])
+@pytest.mark.parametrize("short_by", ["most_of_the_file", "a_page"])
 def test_a_disk_too_small_is_a_clean_error_naming_the_bytes(small_disk, sizes, short_by):
-    file_bytes, scratch = sizes
+    file_bytes = sizes
     size = (_pages(file_bytes // 2) if short_by == "most_of_the_file"
-            else _pages(file_bytes) + scratch - PAGE)
+            else _pages(file_bytes) - PAGE)
     disk = small_disk(size)
     report = _failure(_save_in_child(disk / "anchors.pt"))
-    _assert_names_the_need(report, disk / "anchors.pt", file_bytes + scratch, size)
-    assert f"{file_bytes} for the file" in report["message"]
-    assert f"{scratch} for the scratch copy" in report["message"]
-    assert os.listdir(disk) == []  # no temp file, no scratch
+    _assert_names_the_need(report, disk / "anchors.pt", file_bytes, size)
+    assert "scratch" not in report["message"]  # the file is all a save needs
+    assert os.listdir(disk) == []  # no temp file
     assert os.statvfs(disk).f_bfree * PAGE == size  # nor any of their blocks
 
 
 def test_exactly_enough_room_saves(small_disk, roomy):
-    roomy_path, file_bytes, scratch = roomy
-    disk = small_disk(_pages(file_bytes) + scratch)
+    roomy_path, file_bytes = roomy
+    disk = small_disk(_pages(file_bytes))
     result = _save_in_child(disk / "anchors.pt")
     assert result.returncode == 0, result.stderr
     assert os.listdir(disk) == ["anchors.pt"]
@@ -151,29 +149,29 @@ def test_exactly_enough_room_saves(small_disk, roomy):
 
 
 def test_no_room_keeps_the_previous_file(small_disk, sizes):
-    file_bytes, scratch = sizes
-    disk = small_disk(2 * _pages(file_bytes) + scratch - PAGE)
+    file_bytes = sizes
+    disk = small_disk(2 * _pages(file_bytes) - PAGE)
     first = _save_in_child(disk / "anchors.pt", "plain", 1)
     assert first.returncode == 0, first.stderr
     previous = _load_all(disk / "anchors.pt")
     report = _failure(_save_in_child(disk / "anchors.pt", "plain", 2))
-    free = _pages(file_bytes) + scratch - PAGE
-    _assert_names_the_need(report, disk / "anchors.pt", file_bytes + scratch, free)
+    free = _pages(file_bytes) - PAGE
+    _assert_names_the_need(report, disk / "anchors.pt", file_bytes, free)
     assert os.listdir(disk) == ["anchors.pt"]
     loaded = _load_all(disk / "anchors.pt")
     assert all(same_bits(loaded[name], previous[name]) for name in previous)
 
 
-@pytest.mark.parametrize("short_by", ["the_scratch", "the_file"])
+@pytest.mark.parametrize("short_by", ["half_the_file", "a_page"])
 def test_the_reservation_alone_stops_sigbus_where_statvfs_says_nothing(small_disk, sizes,
                                                                        short_by):
-    # Copying into the scratch mapping on a full tmpfs or ext4 is SIGBUS; reserving its blocks
-    # first makes it ENOSPC, even when the up-front check cannot know the free space.
-    file_bytes, scratch = sizes
-    size = scratch - PAGE if short_by == "the_scratch" else _pages(file_bytes) + scratch - PAGE
+    # The file's blocks are reserved before a byte of the anchors is written, so a full disk
+    # is ENOSPC, even when the up-front check cannot know the free space.
+    file_bytes = sizes
+    size = _pages(file_bytes // 2) if short_by == "half_the_file" else _pages(file_bytes) - PAGE
     disk = small_disk(size)
     report = _failure(_save_in_child(disk / "anchors.pt", "statvfs_says_nothing"))
-    assert report["errno"] == errno.ENOSPC and report["needed"] == file_bytes + scratch
+    assert report["errno"] == errno.ENOSPC and report["needed"] == file_bytes
     assert str(disk / "anchors.pt") in report["message"]
     assert "does not say how many are free" in report["message"]
     assert os.listdir(disk) == []
@@ -185,16 +183,15 @@ def test_space_taken_by_another_writer_is_said_as_such(small_disk, sizes, how):
     # After the check, another writer fills the disk: the file's reservation fails, or, where
     # blocks cannot be reserved, torch's write fails half-way with "[enforce fail at
     # inline_container.cc] unexpected pos", which never mentions space. Either way the error
-    # says what the save needs and what is free once its own scratch is gone.
-    file_bytes, scratch = sizes
-    size = _pages(file_bytes) + scratch
+    # says what the save needs and what is free once its own temp file is gone.
+    file_bytes = sizes
+    size = _pages(file_bytes)
     disk = small_disk(size)
     (disk / "anchors").mkdir()
     path = disk / "anchors" / "anchors.pt"
     report = _failure(_save_in_child(path, how, 0, str(disk / "filler")))
     free = size - os.path.getsize(disk / "filler")
-    _assert_names_the_need(report, path, file_bytes + scratch, free)
-    assert free >= scratch  # the scratch's blocks were given back before measuring
+    _assert_names_the_need(report, path, file_bytes, free)
     assert "inline_container" not in report["message"]
     assert os.listdir(disk / "anchors") == []
     assert os.statvfs(disk).f_bfree * PAGE == free

@@ -20,7 +20,7 @@ class AnchorLoadError(Exception):
 class AnchorSaveError(OSError):
     """An anchor file could not be written (no space, a quota, an I/O error). Names the file and
     the cause; for a lack of space, the bytes needed and free (`needed`, `free`, or None where
-    unknown). Nothing was left behind: no temp file, no scratch, and the previous file (if any)
+    unknown). Nothing was left behind: no temp file, and the previous file (if any)
     is unchanged. An OSError, so `except OSError` around a checkpoint save catches it; `errno`
     is the cause's (ENOSPC when there is not room)."""
 

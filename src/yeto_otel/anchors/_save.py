@@ -16,7 +16,7 @@ from ..settings import load_settings, parse_setting
 from ._errors import AnchorSaveError
 from ._file_format import (NAME_SEPARATOR, PAGE_BYTES, Layout, dtype_name, flat_layout,
                            payload)
-from ._scratch import scratch_bytes, scratch_storages
+from ._fill import fill_storages, placeholder_storages, storage_bytes
 from ._space import NO_ROOM, describe_need, free_bytes, reserve, saved_size
 
 __all__ = ["save_resume_anchors"]
@@ -74,10 +74,9 @@ def save_resume_anchors(path: str | os.PathLike, tensors: Mapping[str, object], 
     Anchor dtype: `dtype` (a torch.dtype or its name), else YETO_DILOCO_ANCHOR_DTYPE, else
     each tensor's own. The file appears under `path` only once complete (temp file in the
     same directory, fsync, rename), so a crash mid-save leaves the previous file, or none.
-    The save needs the file's size free in that directory and as much again for a scratch
-    copy (freed when it ends); it reserves both before writing. AnchorSaveError (an OSError)
-    when there is not room or the disk fails, naming the bytes needed and free; whatever
-    fails, no temp or scratch file is left behind.
+    The save needs the file's size free in that directory and reserves it before writing.
+    AnchorSaveError (an OSError) when there is not room or the disk fails, naming the bytes
+    needed and free; whatever fails, no temp file is left behind.
     """
     if not isinstance(tensors, Mapping):
         raise TypeError("tensors must be a mapping of name -> tensor, got "
@@ -94,8 +93,7 @@ def save_resume_anchors(path: str | os.PathLike, tensors: Mapping[str, object], 
 
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
-    storage_bytes = scratch_bytes(layout.totals)
-    need = _Need(file_bytes=storage_bytes, scratch_bytes=storage_bytes)  # the file: at least
+    need = _Need(file_bytes=storage_bytes(layout.totals))  # the file: at least its storages
     try:
         _save(path, directory, tensors, _Plan(shapes, layout, recorded), need)
     except (OSError, RuntimeError) as exc:
@@ -105,9 +103,8 @@ def save_resume_anchors(path: str | os.PathLike, tensors: Mapping[str, object], 
         code = _os_error_code(exc)
         if code is None or (code not in NO_ROOM and isinstance(exc, OSError)):
             raise  # not about room, and already an OSError that names its file: as it is
-        # The traceback's frames (ours, torch's) still hold the scratch storages, whose mapping
-        # keeps the scratch's blocks: let them go, so that the free space reported is what the
-        # filesystem has without this save (the temp file is already gone).
+        # Let the traceback's frames (ours, torch's) go before measuring what is free: nothing
+        # of this save should still be held then (the temp file is already gone).
         for link in _chain(exc):
             traceback.clear_frames(link.__traceback__)
         raise _save_error(path, directory, need, code, exc) from exc
@@ -126,43 +123,36 @@ class _Need:
     """Bytes the save needs, filled in as they become known (for the error message)."""
 
     file_bytes: int = 0
-    scratch_bytes: int = 0
 
 
 def _save(path: str, directory: str, tensors: Mapping, plan: _Plan, need: _Need) -> None:
-    with scratch_storages(plan.layout.totals, directory) as scratch:
-        content = payload(plan.shapes, plan.layout, scratch.storages, plan.recorded)
-        with _page_aligned_storages():
-            need.file_bytes = saved_size(content, scratch.nbytes)
-        free = free_bytes(directory)
-        if free is not None and free < need.file_bytes + need.scratch_bytes:
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # before writing anything
-        scratch.reserve()
-        _write_file(path, directory, need.file_bytes, content,
-                    fill_scratch=lambda: _copy_into(scratch.storages, tensors, plan.layout))
+    content = payload(plan.shapes, plan.layout, placeholder_storages(plan.layout.totals),
+                      plan.recorded)
+    with _page_aligned_storages():
+        need.file_bytes = saved_size(content, need.file_bytes)
+    free = free_bytes(directory)
+    if free is not None and free < need.file_bytes:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # before writing anything
+    _write_file(path, directory, need.file_bytes, content,
+                fill=lambda fd, tmp: fill_storages(fd, tmp, content, tensors, plan.layout))
 
 
-def _copy_into(storages: dict, tensors: Mapping, layout) -> None:
-    for source, dtype_, offset in zip(tensors.values(), layout.dtypes, layout.offsets):
-        source = source.detach()
-        storages[dtype_].narrow(0, offset, source.numel()).copy_(source.reshape(-1))
-
-
-def _write_file(path: str, directory: str, file_bytes: int, content, *, fill_scratch) -> None:
-    """Reserve the temp file, fill the scratch, write `content` from it into the temp file,
-    fsync, then rename it over `path`."""
+def _write_file(path: str, directory: str, file_bytes: int, content, *, fill) -> None:
+    """Reserve the temp file, lay `content` out in it (torch.save without the storages'
+    bytes), `fill` in those bytes, fsync, then rename it over `path`."""
     import torch
+    from torch.serialization import skip_data
 
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
     try:
         with os.fdopen(fd, "wb") as f:
             os.fchmod(f.fileno(), 0o666 & ~_umask())  # mkstemp makes 0600; give a normal mode
             reserve(f.fileno(), file_bytes)
-            fill_scratch()
-            with _page_aligned_storages():
+            with _page_aligned_storages(), skip_data():
                 torch.save(content, f)
             f.truncate()  # at the end written: the reservation may have been larger
             f.flush()
+            fill(f.fileno(), tmp)
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
@@ -200,7 +190,7 @@ def _os_error_code(exc: BaseException) -> int | None:
 def _save_error(path: str, directory: str, need: _Need, code: int,
                 exc: BaseException) -> AnchorSaveError:
     free = free_bytes(directory)
-    needed = need.file_bytes + need.scratch_bytes
+    needed = need.file_bytes
     short = free is not None and free < needed
     if code == errno.EIO and short:
         code = errno.ENOSPC  # torch's short write on a full disk, with no OSError to say so
@@ -211,7 +201,7 @@ def _save_error(path: str, directory: str, need: _Need, code: int,
                   f"free and the save needs {needed} (the rest is taken by the filesystem's own "
                   "metadata, a quota, inodes or blocks kept in reserve)")
     else:
-        reason = describe_need(directory, need.file_bytes, need.scratch_bytes, free)
+        reason = describe_need(directory, need.file_bytes, free)
     return AnchorSaveError(path, reason, code=code, needed=needed or None, free=free)
 
 

@@ -1,10 +1,10 @@
 """Room on disk for a save: what the filesystem has free, and reserving a file's blocks.
 
-Why reserve: the save copies the anchors through a shared mapping of a scratch file. On a
-filesystem that cannot find a block for a page written through a mapping (tmpfs, ext4), the
-kernel answers with SIGBUS, which kills the trainer with no Python exception. Blocks reserved
-with fallocate(2) beforehand cannot run out, and the reservation itself fails cleanly
-(ENOSPC) when they are not there. tmpfs allocates the pages and gives them back if it cannot
+Why reserve: a full disk found half-way through a save leaves a long write failing late (and
+where anything is written through a mapping, as an earlier save did, the kernel answers with
+SIGBUS, which kills the trainer with no Python exception). Blocks reserved with fallocate(2)
+beforehand cannot run out, and the reservation itself fails cleanly (ENOSPC) when they are not
+there. tmpfs allocates the pages and gives them back if it cannot
 reserve all of them; ext4 keeps what it managed to allocate until the file is removed, which
 the caller does before measuring what is free.
 
@@ -83,15 +83,9 @@ def _amount(nbytes: int) -> str:
     return f"{nbytes} bytes ({nbytes / (1 << 20):.1f} MiB)"
 
 
-def describe_need(directory: str, file_bytes: int, scratch_bytes: int,
-                  free: int | None) -> str:
+def describe_need(directory: str, file_bytes: int, free: int | None) -> str:
     """One sentence: the bytes a save needs on `directory`'s filesystem, and those free."""
-    if scratch_bytes:
-        need = (f"{_amount(file_bytes + scratch_bytes)}: {file_bytes} for the file and "
-                f"{scratch_bytes} for the scratch copy it is written from (freed after the "
-                "save)")
-    else:
-        need = _amount(file_bytes)
+    need = _amount(file_bytes)
     have = "the filesystem does not say how many are free" if free is None else \
         f"{_amount(free)} free"
     return f"not enough space in {directory}: the save needs {need}; {have}"
