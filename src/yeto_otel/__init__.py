@@ -26,6 +26,7 @@ _FACES = {
     "DataLoaderWorkerInstrumentor": "instrumentation",
     "TorchLoadInstrumentor": "instrumentation",
     "SafetensorsInstrumentor": "instrumentation",
+    "DcpInstrumentor": "instrumentation",
     "add_census_to_step_log": "census",
     "CensusReader": "census",
     "CensusSnapshot": "census",
@@ -65,7 +66,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
                           save_resume_anchors)
     from .census import (CensusReader, CensusSnapshot, HostCacheReleasePolicy, Kind, Quantity,
                          ReleaseDecision, add_census_to_step_log)
-    from .instrumentation import (DataLoaderWorkerInstrumentor, HostMemoryInstrumentor,
-                                  TorchLoadInstrumentor)
+    from .instrumentation import (DataLoaderWorkerInstrumentor, DcpInstrumentor,
+                                  HostMemoryInstrumentor, TorchLoadInstrumentor)
     from .otel import configure_telemetry
     from .settings import Settings, SettingsError, load_settings

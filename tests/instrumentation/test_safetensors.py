@@ -3,10 +3,13 @@ safetensors.safe_open with what each mapped, touched and copied; the load's own 
 through; uninstrument() puts safetensors' own functions back."""
 
 import gc
+import json
 import logging
 import math
 import mmap
 import os
+import subprocess
+import sys
 
 import pytest
 import safetensors
@@ -82,21 +85,39 @@ def test_load_file_span_measures_the_mapping(instrumented, exporter, shard):
     assert [s.name for s in exporter.get_finished_spans()] == ["safetensors.load_file"]
 
 
-def test_load_of_bytes_measures_the_copies(instrumented, exporter, tmp_path):
-    # 64 MiB: above glibc's largest mmap threshold (32 MiB), so the copy is always fresh
-    # pages, never heap that earlier tests freed and that is still resident
+# Run in a fresh interpreter: in a long test process, memory that earlier tests freed may still
+# be resident and be reused for the copies, which would hide them from the RssAnon delta.
+_LOAD_BYTES_CHILD = """
+import json, sys
+import safetensors.torch, torch
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from yeto_otel.instrumentation import SafetensorsInstrumentor
+exporter = InMemorySpanExporter()
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(exporter))
+SafetensorsInstrumentor().instrument(tracer_provider=provider)
+data = open(sys.argv[1], "rb").read()
+tensors = safetensors.torch.load(data)
+assert tensors["huge"].shape == (4096, 4096)
+(span,) = [s for s in exporter.get_finished_spans() if s.name == "safetensors.load"]
+print(json.dumps(dict(span.attributes), default=str))
+"""
+
+
+def test_load_of_bytes_measures_the_copies(tmp_path):
     path = tmp_path / "large.safetensors"
     safetensors.torch.save_file({"huge": torch.ones(4096, 4096), "one": torch.ones(1)}, path)
-    data = path.read_bytes()
-    tensors = safetensors.torch.load(data)
-    assert tensors["huge"].shape == (4096, 4096)
-    (span,) = _spans(exporter, "safetensors.load")
-    assert span.attributes[ST + "data_size"] == len(data)
-    assert span.attributes[ST + "tensor_count"] == 2
-    # the tensors are copies out of `data`, still held when the span ends
-    assert span.attributes[ST + "anonymous_delta"] >= 48 << 20
-    assert not {ST + "path", ST + "bytes_mapped", ST + "bytes_touched"} & set(span.attributes)
-    _check_documented(span)
+    result = subprocess.run([sys.executable, "-c", _LOAD_BYTES_CHILD, str(path)],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    attributes = json.loads(result.stdout.strip().splitlines()[-1])
+    assert attributes[ST + "data_size"] == os.path.getsize(path)
+    assert attributes[ST + "tensor_count"] == 2
+    # the tensors are copies out of `data` (64 MiB), still held when the span ends
+    assert attributes[ST + "anonymous_delta"] >= 48 << 20
+    assert not {ST + "path", ST + "bytes_mapped", ST + "bytes_touched"} & set(attributes)
 
 
 def test_safe_open_partial_read_touches_part_of_the_file(instrumented, exporter, shard):

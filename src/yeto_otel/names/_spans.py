@@ -20,6 +20,16 @@ __all__ = [
     "ANCHORS_RESIDENCY_ERROR",
     "ANCHORS_TENSOR_COUNT",
     "Attr",
+    "DCP_ANONYMOUS_DELTA",
+    "DCP_BYTES_READ",
+    "DCP_FILES_READ",
+    "DCP_ITEMS_READ",
+    "DCP_LOAD",
+    "DCP_LOAD_PLAN",
+    "DCP_LOAD_READ",
+    "DCP_PATH",
+    "DCP_RANK",
+    "DCP_RESIDENCY_ERROR",
     "DEMO_HELD_BYTES",
     "DEMO_LOSS",
     "DEMO_RELEASED",
@@ -205,6 +215,47 @@ SAFETENSORS_SAFE_OPEN = SpanSpec(
     (SAFETENSORS_PATH, SAFETENSORS_FILE_SIZE, SAFETENSORS_DEVICE, SAFETENSORS_BACKEND,
      SAFETENSORS_TENSOR_COUNT, SAFETENSORS_TENSORS_READ, *_SAFETENSORS_RESIDENCY))
 
+DCP_PATH = Attr("yeto.dcp.path", "string",
+                "The storage reader's checkpoint directory (`FileSystemReader.path`), else the "
+                "`checkpoint_id` passed to the load.")
+DCP_RANK = Attr("yeto.dcp.rank", "int",
+                "This process's rank in the default process group (absent without one).")
+DCP_ITEMS_READ = Attr("yeto.dcp.items_read", "int",
+                      "Read items in this rank's final load plan (tensor pieces and byte "
+                      "objects).")
+DCP_FILES_READ = Attr("yeto.dcp.files_read", "int",
+                      "Distinct checkpoint files this rank's plan reads from (readers that "
+                      "expose `storage_data`, such as `FileSystemReader`).")
+DCP_BYTES_READ = Attr("yeto.dcp.bytes_read", "int (bytes)",
+                      "Stored bytes of the items this rank reads (their lengths in the "
+                      "checkpoint's `storage_data`; what `FileSystemReader` reads from disk).")
+DCP_ANONYMOUS_DELTA = Attr(
+    "yeto.dcp.anonymous_delta", "int (bytes)",
+    "This process's resident anonymous memory (/proc/self/status `RssAnon`) when the load "
+    "returns minus before it: the load's own copies and scratch, plus anything other threads "
+    "allocated meanwhile.")
+DCP_RESIDENCY_ERROR = Attr("yeto.dcp.residency_error", "string",
+                           "Why a reading could not be taken (no /proc, a reader without "
+                           "`storage_data`), if so.")
+
+DCP_LOAD = SpanSpec(
+    "dcp.load",
+    "Every `torch.distributed.checkpoint.load` (also reached as `state_dict_loader.load`), "
+    "one per rank per load, under `DcpInstrumentor`. Status ERROR with the exception recorded "
+    "when the load raises.",
+    (DCP_PATH, DCP_RANK, DCP_ITEMS_READ, DCP_FILES_READ, DCP_BYTES_READ, DCP_ANONYMOUS_DELTA,
+     DCP_RESIDENCY_ERROR))
+
+DCP_LOAD_PLAN = SpanSpec(
+    "dcp.load.plan",
+    "Child of `dcp.load`: from the start of the load until the storage reader is asked to "
+    "read (metadata read, local and global planning, and the collectives between them).", ())
+
+DCP_LOAD_READ = SpanSpec(
+    "dcp.load.read",
+    "Child of `dcp.load`: the storage reader's `read_data`, until its future completes. "
+    "Status ERROR with the exception recorded when it raises.", ())
+
 DEMO_STEP_NUMBER = Attr("yeto.demo.step", "int", "Step number.")
 DEMO_LOSS = Attr("yeto.demo.loss", "double", "The synthetic loss written to the step log.")
 DEMO_HELD_BYTES = Attr("yeto.demo.held_bytes", "int (bytes)",
@@ -220,4 +271,4 @@ DEMO_STEP = SpanSpec(
 
 SPANS: tuple[SpanSpec, ...] = (RESUME_ANCHORS, RESUME_ANCHORS_LOAD, TORCH_LOAD,
                                SAFETENSORS_LOAD_FILE, SAFETENSORS_LOAD, SAFETENSORS_SAFE_OPEN,
-                               DEMO_STEP)
+                               DCP_LOAD, DCP_LOAD_PLAN, DCP_LOAD_READ, DEMO_STEP)

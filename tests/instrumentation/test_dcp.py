@@ -1,0 +1,166 @@
+"""DcpInstrumentor: one `dcp.load` span per rank per torch.distributed.checkpoint load, with
+what the rank read and its plan and read phases as children; the load's own error passes
+through; measuring never fails a load; uninstrument() puts torch's functions back."""
+
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed.checkpoint as dcp
+from opentelemetry.trace import StatusCode
+from opentelemetry.util._importlib_metadata import entry_points
+
+from yeto_otel import names as span_table
+from yeto_otel.instrumentation import DcpInstrumentor
+from yeto_otel.instrumentation import _dcp_phases
+from zero_code import console_exports, run_instrumented
+
+HERE = Path(__file__).resolve().parent
+ORIGINAL_LOAD = dcp.load
+DOCUMENTED = {a.name for a in span_table.DCP_LOAD.attributes}
+RANKS_TIMEOUT = 240  # two spawned interpreters importing torch on a shared 2-core machine
+
+
+@pytest.fixture
+def instrumented(provider):
+    inst = DcpInstrumentor()  # a singleton: always uninstrument in teardown
+    inst.instrument(tracer_provider=provider)
+    yield inst
+    if inst.is_instrumented_by_opentelemetry:
+        inst.uninstrument()
+    assert dcp.load is ORIGINAL_LOAD and dcp.state_dict_loader.load is ORIGINAL_LOAD
+
+
+@pytest.fixture
+def checkpoint(tmp_path):
+    path = tmp_path / "ckpt"
+    dcp.save({"w": torch.arange(4096, dtype=torch.float32)}, checkpoint_id=str(path))
+    return path
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _by_name(spans, name):
+    return [s for s in spans if s["name"] == name]
+
+
+def test_registered_as_an_opentelemetry_instrumentor():
+    eps = {ep.name: ep for ep in entry_points(group="opentelemetry_instrumentor")}
+    assert eps["yeto_dcp"].load() is DcpInstrumentor
+
+
+def test_two_gloo_ranks_each_trace_their_own_load(tmp_path):
+    result = subprocess.run([sys.executable, str(HERE / "dcp_ranks.py"), str(tmp_path),
+                             str(_free_port())], capture_output=True, text=True,
+                            timeout=RANKS_TIMEOUT)
+    assert result.returncode == 0, result.stderr[-4000:]
+    sys.path.insert(0, str(HERE))
+    try:
+        from dcp_ranks import OWN_ELEMENTS, SHARED_ELEMENTS
+    finally:
+        sys.path.remove(str(HERE))
+    for rank in (0, 1):
+        report = json.loads((tmp_path / f"spans-{rank}.json").read_text())
+        assert report["restored"] and report["failure"] == "CheckpointException"
+        loads = _by_name(report["spans"], span_table.DCP_LOAD.name)
+        ok, failed = sorted(loads, key=lambda s: s["status"] == "ERROR")
+        attributes = ok["attributes"]
+        assert set(attributes) <= DOCUMENTED
+        assert attributes[span_table.DCP_PATH.name] == str(tmp_path / "checkpoint")
+        assert attributes[span_table.DCP_RANK.name] == rank
+        assert attributes[span_table.DCP_ITEMS_READ.name] == 2  # the shared tensor, its own
+        assert attributes[span_table.DCP_FILES_READ.name] in (1, 2)
+        payload = 4 * (SHARED_ELEMENTS + OWN_ELEMENTS[rank])
+        assert payload <= attributes[span_table.DCP_BYTES_READ.name] \
+            <= sum(report["file_sizes"].values())
+        assert isinstance(attributes[span_table.DCP_ANONYMOUS_DELTA.name], int)
+        assert span_table.DCP_RESIDENCY_ERROR.name not in attributes
+        plan, = [s for s in _by_name(report["spans"], span_table.DCP_LOAD_PLAN.name)
+                 if s["parent"] == ok["span_id"]]
+        read, = _by_name(report["spans"], span_table.DCP_LOAD_READ.name)
+        assert read["parent"] == ok["span_id"] and read["status"] == "UNSET"
+        assert ok["start"] <= plan["start"] <= plan["end"] <= read["start"] <= read["end"] \
+            <= ok["end"]
+        assert failed["status"] == "ERROR" and "exception" in failed["events"]
+        assert failed["attributes"][span_table.DCP_PATH.name] == str(tmp_path / "missing")
+
+
+def test_the_loads_own_error_reaches_the_caller_unchanged(instrumented, exporter, checkpoint):
+    boom = RuntimeError("reader broke")
+
+    class BrokenReader(dcp.FileSystemReader):
+        def read_data(self, plan, planner):
+            raise boom
+
+    # DCP gathers each rank's failure into a CheckpointException (a BaseException).
+    with pytest.raises(dcp.CheckpointException) as caught:
+        dcp.load({"w": torch.zeros(4096)}, storage_reader=BrokenReader(str(checkpoint)))
+    assert caught.value.failures[0][0] is boom  # (exception, traceback) per rank
+    spans = {s.name: s for s in exporter.get_finished_spans()}
+    read, load = spans[span_table.DCP_LOAD_READ.name], spans[span_table.DCP_LOAD.name]
+    assert read.status.status_code is StatusCode.ERROR
+    assert read.events[0].attributes["exception.message"] == "reader broke"
+    assert load.status.status_code is StatusCode.ERROR
+    assert load.events[0].attributes["exception.type"].endswith("CheckpointException")
+
+
+def test_a_failed_measurement_never_fails_the_load(instrumented, exporter, checkpoint,
+                                                   monkeypatch, caplog):
+    def no_proc():
+        raise OSError("no /proc here")
+
+    monkeypatch.setattr(_dcp_phases, "_anonymous_bytes", no_proc)
+    monkeypatch.setattr(_dcp_phases, "_logged", set())
+    for _ in range(2):
+        loaded = {"w": torch.zeros(4096)}
+        dcp.load(loaded, checkpoint_id=str(checkpoint))
+        assert torch.equal(loaded["w"], torch.arange(4096, dtype=torch.float32))
+    spans = [s for s in exporter.get_finished_spans() if s.name == span_table.DCP_LOAD.name]
+    assert len(spans) == 2
+    for span in spans:
+        assert "no /proc here" in span.attributes[span_table.DCP_RESIDENCY_ERROR.name]
+        assert span_table.DCP_ANONYMOUS_DELTA.name not in span.attributes
+        assert span.attributes[span_table.DCP_BYTES_READ.name] > 4 * 4096
+    logged = [r for r in caplog.records if r.name == "yeto_otel.dcp"]
+    assert len(logged) == 1 and "no /proc here" in logged[0].getMessage()
+
+
+def test_reader_is_left_as_it_was_and_uninstrument_restores(instrumented, exporter,
+                                                            checkpoint):
+    reader = dcp.FileSystemReader(str(checkpoint))
+    dcp.load({"w": torch.zeros(4096)}, storage_reader=reader)
+    assert "read_data" not in vars(reader)
+    instrumented.uninstrument()
+    assert dcp.load is ORIGINAL_LOAD
+    assert not hasattr(dcp.state_dict_loader._load_state_dict, "__yeto_dcp__")
+    before = len(exporter.get_finished_spans())
+    dcp.load({"w": torch.zeros(4096)}, storage_reader=reader)
+    assert len(exporter.get_finished_spans()) == before
+
+
+def test_zero_code_under_opentelemetry_instrument(tmp_path):
+    code = (
+        "import torch, torch.distributed.checkpoint as dcp\n"
+        f"p = {str(tmp_path / 'zc')!r}\n"
+        "dcp.save({'w': torch.ones(1024)}, checkpoint_id=p)\n"
+        "d = {'w': torch.zeros(1024)}\n"
+        "dcp.load(d, checkpoint_id=p)\n"
+        "assert torch.equal(d['w'], torch.ones(1024))\n"
+        "print('trainer ran')\n")
+    result = run_instrumented(code, {"OTEL_TRACES_EXPORTER": "console",
+                                     "OTEL_METRICS_EXPORTER": "none",
+                                     "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "yeto_host_memory"})
+    assert result.returncode == 0, result.stderr
+    assert "trainer ran" in result.stdout
+    spans = [d for d in console_exports(result.stdout) if d.get("name") == "dcp.load"]
+    assert len(spans) == 1
+    assert spans[0]["attributes"]["yeto.dcp.path"] == str(tmp_path / "zc")
+    assert spans[0]["attributes"]["yeto.dcp.bytes_read"] >= 4 * 1024
