@@ -117,8 +117,8 @@ def test_a_failed_measurement_never_fails_the_load(instrumented, exporter, check
     def no_proc():
         raise OSError("no /proc here")
 
-    monkeypatch.setattr(_dcp_phases, "_anonymous_bytes", no_proc)
-    monkeypatch.setattr(_dcp_phases, "_logged", set())
+    monkeypatch.setattr(_dcp_phases, "read_anonymous_bytes", no_proc)
+    monkeypatch.setattr(_dcp_phases.log_once, "_logged", set())
     for _ in range(2):
         loaded = {"w": torch.zeros(4096)}
         dcp.load(loaded, checkpoint_id=str(checkpoint))

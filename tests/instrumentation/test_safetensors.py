@@ -184,8 +184,8 @@ def test_a_measuring_failure_is_logged_once_and_the_load_goes_on(instrumented, e
     def no_proc(*args, **kwargs):
         raise ProcReadError("/proc/self/status: no such file")
 
-    monkeypatch.setattr(_load_residency, "read_kb_fields", no_proc)
-    monkeypatch.setattr(_load_residency, "_logged", set())
+    monkeypatch.setattr(_load_residency, "read_anonymous_bytes", no_proc)
+    monkeypatch.setattr(_load_residency.log_once, "_logged", set())
     with caplog.at_level(logging.WARNING, logger="yeto_otel.safetensors"):
         for _ in range(3):
             assert safetensors.torch.load_file(shard)["scale"].sum() == 3

@@ -20,7 +20,7 @@ from opentelemetry.trace import Status, StatusCode
 
 from .. import names
 from ..names import LOAD_MODE_ATTRIBUTE, RESUME_BYTES_MAPPED, RESUME_BYTES_TOUCHED
-from ..proc import ProcReadError, ResidencyProbe, read_kb_fields
+from ..proc import ProcReadError, ResidencyProbe, read_anonymous_bytes
 from ..settings import load_settings
 from ..version import __version__
 from ._file_format import dtype_name
@@ -43,7 +43,7 @@ def _anonymous_bytes() -> int | None:
     sit twice on the restart's critical path.
     """
     try:
-        return read_kb_fields("/proc/self/status", {b"RssAnon": "anonymous"}).get("anonymous")
+        return read_anonymous_bytes()
     except ProcReadError:
         return None
 

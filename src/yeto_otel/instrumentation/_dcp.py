@@ -27,9 +27,9 @@ from opentelemetry import trace
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 
 from .. import names
-from ..otel import process_pipeline
 from ..version import __version__
 from ._dcp_phases import LoadPhases, log_once
+from ._load_tracing import replace_attribute, tracer_here
 from ._post_import import when_imported
 
 __all__ = ["DcpInstrumentor"]
@@ -60,20 +60,10 @@ class DcpInstrumentor(BaseInstrumentor):
         self._watch = when_imported(_MODULE, self._patch)
 
     def _tracer(self):
-        """A DataLoader worker traces under its own identity (its own pipeline)."""
-        pipeline = process_pipeline()
-        if pipeline is None:
-            return self._configured
-        return pipeline.tracer_provider.get_tracer(TRACER_NAME, __version__)
+        return tracer_here(self._configured, TRACER_NAME)
 
     def _replace(self, module, attribute: str, make: Callable[[Callable], Callable]) -> None:
-        original = getattr(module, attribute, None)
-        if not callable(original) or hasattr(original, _MARK):
-            return
-        wrapper = make(original)
-        setattr(wrapper, _MARK, True)
-        setattr(module, attribute, wrapper)
-        self._patched.append((module, attribute, original, wrapper))
+        replace_attribute(self._patched, module, attribute, make, _MARK)
 
     def _patch(self, dcp) -> None:
         loader = sys.modules.get(f"{_MODULE}.state_dict_loader")

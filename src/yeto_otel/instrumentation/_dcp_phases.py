@@ -14,7 +14,6 @@ Nothing here raises into the load: a reading that cannot be taken is named in
 
 from __future__ import annotations
 
-import logging
 import sys
 import threading
 from typing import Any
@@ -22,23 +21,15 @@ from typing import Any
 from opentelemetry.trace import Status, StatusCode
 
 from .. import names
-from ._load_residency import _anonymous_bytes
+from ..proc import read_anonymous_bytes
+from ._load_tracing import OnceLog
 
 __all__ = ["LoadPhases", "log_once"]
 
-_log = logging.getLogger("yeto_otel.dcp")
-_logged: set[str] = set()
-_logged_lock = threading.Lock()
 _ABSENT = object()
 
 
-def log_once(kind: str, message: str) -> None:
-    with _logged_lock:
-        if kind in _logged:
-            return
-        _logged.add(kind)
-    _log.warning("dcp spans: %s (logged once; later spans carry %s)", message,
-                 names.DCP_RESIDENCY_ERROR.name)
+log_once = OnceLog("yeto_otel.dcp", "dcp spans", names.DCP_RESIDENCY_ERROR.name)
 
 
 def _end(span, exc: BaseException | None = None) -> None:
@@ -68,7 +59,7 @@ class LoadPhases:
 
     def _anonymous(self) -> int | None:
         try:
-            return _anonymous_bytes()
+            return read_anonymous_bytes()
         except Exception as exc:  # ProcReadError, or anything else: the load goes on
             self._note("anonymous", f"cannot measure anonymous memory: {type(exc).__name__}: {exc}")
             return None

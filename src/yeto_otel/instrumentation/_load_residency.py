@@ -8,37 +8,17 @@ per process.
 
 from __future__ import annotations
 
-import logging
 import os
-import threading
 from typing import Any
 
 from .. import names
-from ..proc import ProcReadError, ResidencyProbe, read_kb_fields
+from ..proc import ResidencyProbe, read_anonymous_bytes
+from ._load_tracing import OnceLog
 
 __all__ = ["LoadResidency", "file_attributes", "log_once"]
 
-_log = logging.getLogger("yeto_otel.safetensors")
-_logged: set[str] = set()
-_logged_lock = threading.Lock()
-
-
-def log_once(kind: str, message: str) -> None:
-    with _logged_lock:
-        if kind in _logged:
-            return
-        _logged.add(kind)
-    _log.warning("safetensors spans: %s (logged once; later spans carry %s)", message,
-                 names.SAFETENSORS_RESIDENCY_ERROR.name)
-
-
-def _anonymous_bytes() -> int:
-    """/proc/self/status `RssAnon`: the kernel's counter, one small read (not smaps_rollup,
-    which walks every mapping under the process's memory lock)."""
-    value = read_kb_fields("/proc/self/status", {b"RssAnon": "anonymous"}).get("anonymous")
-    if value is None:
-        raise ProcReadError("/proc/self/status has no RssAnon")
-    return value
+log_once = OnceLog("yeto_otel.safetensors", "safetensors spans",
+                   names.SAFETENSORS_RESIDENCY_ERROR.name)
 
 
 def file_attributes(filename: Any, device: Any, backend: Any) -> tuple[dict, str | None]:
@@ -69,7 +49,7 @@ class LoadResidency:
 
     def _anonymous(self) -> int | None:
         try:
-            return _anonymous_bytes()
+            return read_anonymous_bytes()
         except Exception as exc:  # ProcReadError, or anything else: the load goes on
             self._note("anonymous", f"{type(exc).__name__}: {exc}")
             return None

@@ -28,9 +28,9 @@ from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 from opentelemetry.trace import Status, StatusCode
 
 from .. import names
-from ..otel import process_pipeline
 from ..version import __version__
 from ._load_residency import LoadResidency, file_attributes, log_once
+from ._load_tracing import replace_attribute, tracer_here
 from ._post_import import when_imported
 from ._safe_open_handle import TracedSafeOpen
 
@@ -69,20 +69,10 @@ class SafetensorsInstrumentor(BaseInstrumentor):
                          when_imported("safetensors.torch", self._patch_torch)]
 
     def _tracer(self):
-        """A DataLoader worker traces under its own identity (its own pipeline)."""
-        pipeline = process_pipeline()
-        if pipeline is None:
-            return self._configured
-        return pipeline.tracer_provider.get_tracer(TRACER_NAME, __version__)
+        return tracer_here(self._configured, TRACER_NAME)
 
     def _replace(self, module, attribute: str, make: Callable[[Callable], Callable]) -> None:
-        original = getattr(module, attribute, None)
-        if original is None or hasattr(original, "__yeto_safetensors__"):
-            return
-        wrapper = make(original)
-        wrapper.__yeto_safetensors__ = True
-        setattr(module, attribute, wrapper)
-        self._patched.append((module, attribute, original, wrapper))
+        replace_attribute(self._patched, module, attribute, make, "__yeto_safetensors__")
 
     def _patch_open(self, safetensors) -> None:
         self._replace(safetensors, "safe_open", self._traced_safe_open)

@@ -16,24 +16,15 @@ from opentelemetry import trace
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 
 from .. import names
-from ..otel import process_pipeline
 from ..proc import ResidencyProbe
 from ..version import __version__
+from ._load_tracing import tracer_here
 from ._post_import import when_imported
 
 __all__ = ["TorchLoadInstrumentor"]
 
 
 TRACER_NAME = "yeto_otel.torch_load"
-
-
-def _tracer_here(configured):
-    """A DataLoader worker traces its loads under its own identity (its own pipeline); any
-    other process through the tracer the instrumentor was given."""
-    pipeline = process_pipeline()
-    if pipeline is None:
-        return configured
-    return pipeline.tracer_provider.get_tracer(TRACER_NAME, __version__)
 
 
 def _path_of(f: Any) -> str | None:
@@ -72,7 +63,7 @@ class TorchLoadInstrumentor(BaseInstrumentor):
                     attributes[names.TORCH_LOAD_FILE_SIZE.name] = os.stat(path).st_size
                 except OSError:
                     pass  # torch.load will say what is wrong with the path
-            tracer = _tracer_here(configured)
+            tracer = tracer_here(configured, TRACER_NAME)
             with tracer.start_as_current_span(names.TORCH_LOAD.name, attributes=attributes) as span:
                 result = original(f, *args, **kw)
                 if mapped and path is not None:

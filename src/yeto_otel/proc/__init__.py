@@ -9,7 +9,8 @@ from ._cgroup_location import (CgroupNotFound, MemoryCgroup, locate_memory_cgrou
                                parse_mountinfo, parse_proc_cgroup)
 from ._cgroup_memory import (UNLIMITED_FROM, CgroupReading, MemoryCgroupFiles, parse_flat_keyed,
                              parse_pressure_totals, parse_single_value)
-from ._files import ProcFile, ProcReadError, parse_kb_fields, read_kb_fields, read_raw_field
+from ._files import (ProcFile, ProcReadError, parse_kb_fields, read_anonymous_bytes, read_kb_fields,
+                     read_raw_field)
 from ._residency import PAGE_SIZE, FileMapping, Residency, ResidencyProbe
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "FileMapping",
     "ProcFile",
     "ProcReadError",
+    "read_anonymous_bytes",
     "Residency",
     "ResidencyProbe",
     "parse_kb_fields",

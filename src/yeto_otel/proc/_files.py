@@ -11,7 +11,8 @@ import os
 import threading
 import weakref
 
-__all__ = ["ProcFile", "ProcReadError", "parse_kb_fields", "read_kb_fields", "read_raw_field"]
+__all__ = ["ProcFile", "ProcReadError", "parse_kb_fields", "read_anonymous_bytes", "read_kb_fields",
+           "read_raw_field"]
 
 
 class ProcReadError(Exception):
@@ -194,3 +195,13 @@ def read_raw_field(path: str, key: bytes) -> bytes | None:
         proc_file.close()
     fields = _line_fields(b"\n" + data, key)
     return fields[0] if fields else None
+
+
+def read_anonymous_bytes() -> int:
+    """This process's resident anonymous memory: /proc/self/status `RssAnon`, the kernel's
+    counter (~10 us at any size; not smaps_rollup, which walks every mapping under the
+    process's memory lock). Raises ProcReadError when it cannot be read."""
+    value = read_kb_fields("/proc/self/status", {b"RssAnon": "anonymous"}).get("anonymous")
+    if value is None:
+        raise ProcReadError("/proc/self/status has no RssAnon")
+    return value

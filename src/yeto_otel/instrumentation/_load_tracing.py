@@ -1,0 +1,57 @@
+"""What the load instrumentors (torch.load, safetensors, DCP) share: the tracer a process
+traces its loads with, putting a wrapper in place of a module's function (and recording it
+for uninstrument), and logging each kind of measuring failure once."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Callable
+
+from ..otel import process_pipeline
+from ..version import __version__
+
+__all__ = ["OnceLog", "replace_attribute", "tracer_here"]
+
+
+def tracer_here(configured, name: str):
+    """A DataLoader worker traces its loads under its own identity (its own pipeline); any
+    other process through the tracer the instrumentor was given."""
+    pipeline = process_pipeline()
+    if pipeline is None:
+        return configured
+    return pipeline.tracer_provider.get_tracer(name, __version__)
+
+
+def replace_attribute(patched: list, module, attribute: str,
+                      make: Callable[[Callable], Callable], mark: str) -> None:
+    """Put `make(original)` in place of `module.attribute`, marked with `mark` so it is never
+    wrapped twice, and append (module, attribute, original, wrapper) to `patched`. Nothing
+    happens when the attribute is missing or not callable."""
+    original = getattr(module, attribute, None)
+    if not callable(original) or hasattr(original, mark):
+        return
+    wrapper = make(original)
+    setattr(wrapper, mark, True)
+    setattr(module, attribute, wrapper)
+    patched.append((module, attribute, original, wrapper))
+
+
+class OnceLog:
+    """`log(kind, message)` warns once per kind, saying which span attribute carries the
+    later occurrences."""
+
+    def __init__(self, logger: str, what: str, attribute: str):
+        self._log = logging.getLogger(logger)
+        self._what = what
+        self._attribute = attribute
+        self._logged: set[str] = set()
+        self._lock = threading.Lock()
+
+    def __call__(self, kind: str, message: str) -> None:
+        with self._lock:
+            if kind in self._logged:
+                return
+            self._logged.add(kind)
+        self._log.warning("%s: %s (logged once; later spans carry %s)", self._what, message,
+                          self._attribute)
