@@ -4,6 +4,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# torch's CUDA wheels (about 6 GiB installed, plus pip's unpacking) are the bulk of the set-up:
+# say so up front instead of failing half-way through pip with ENOSPC.
+need_kib=$((12 * 1024 * 1024))
+free_kib=$(df -Pk . | awk 'NR == 2 {print $4}')
+if [ -d .venv/lib ] || [ "${free_kib:-0}" -ge "$need_kib" ]; then :; else
+  echo "scripts/test.sh: $((free_kib / 1024 / 1024)) GiB free in $(pwd); the set-up needs about 12 GiB (torch with its CUDA wheels)" >&2
+  exit 1
+fi
+
 # The e2e tests (tests/e2e): Prometheus (Debian 2.42), the collector distribution and Jaeger.
 command -v prometheus >/dev/null || {
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null
