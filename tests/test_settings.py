@@ -33,6 +33,8 @@ ACCEPTED = {
     "YETO_DILOCO_ANCHOR_DTYPE": [("float32", "float32"), ("bfloat16", "bfloat16"),
                                  ("float16", "float16"), ("float64", "float64"), ("", None)],
     "YETO_DILOCO_RESUME_ANCHOR_MMAP": [("0", False), ("1", True), ("", False)],
+    "YETO_DILOCO_RESUME_ANCHOR_READAHEAD": [("anchor", "anchor"), ("kernel", "kernel"),
+                                            ("off", "off")],
     "RANK": [("0", 0), ("7", 7), ("1023", 1023), ("", None), (" 3 ", 3),
              ("2147483647", 2147483647), ("0007", 7)],
     "LOCAL_RANK": [("0", 0), ("3", 3), ("", None), ("2147483647", 2147483647)],
@@ -56,6 +58,7 @@ REJECTED = {
     "YETO_OTEL_LOCAL_DIR": ["", "   "],
     "YETO_DILOCO_ANCHOR_DTYPE": ["fp32", "bf16", "int8", "torch.float32", "Float32", "float"],
     "YETO_DILOCO_RESUME_ANCHOR_MMAP": ["yes", "true", "2", "off"],
+    "YETO_DILOCO_RESUME_ANCHOR_READAHEAD": ["0", "1", "on", "Anchor", ""],
     # Beyond what torch.distributed takes (a 32-bit int), int64, and Python's int() digit cap.
     "RANK": ["-1", "abc", "1.5", "0x1", "1e3", "one", "2147483648", "9223372036854775808",
              "99999999999999999999", "9" * 5000, "\u0663"],
@@ -78,6 +81,7 @@ FIELD = {
     "YETO_OTEL_LOCAL_DIR": "local_dir",
     "YETO_DILOCO_ANCHOR_DTYPE": "anchor_dtype",
     "YETO_DILOCO_RESUME_ANCHOR_MMAP": "resume_anchor_mmap",
+    "YETO_DILOCO_RESUME_ANCHOR_READAHEAD": "resume_anchor_readahead",
     "RANK": "rank",
     "LOCAL_RANK": "local_rank",
     "WORLD_SIZE": "world_size",
@@ -120,7 +124,8 @@ def test_defaults_when_nothing_is_set():
     s = Settings()
     assert (s.host_allocator, s.node_metrics, s.step_log_census, s.rank, s.local_rank,
             s.world_size) == ("auto", "auto", False, None, None, None)
-    assert (s.anchor_dtype, s.resume_anchor_mmap) == (None, True)
+    assert (s.anchor_dtype, s.resume_anchor_mmap, s.resume_anchor_readahead) == \
+        (None, True, "anchor")
 
 
 def test_defaults_match_the_table():
@@ -129,7 +134,8 @@ def test_defaults_match_the_table():
                         "YETO_OTEL_LOCK_DIR": "/dev/shm",
                         "YETO_DILOCO_HOST_MEM_CENSUS": "0", "YETO_DILOCO_ANCHOR_DTYPE": None,
                         "YETO_OTEL_LOCAL_DIR": "yeto-telemetry",
-                        "YETO_DILOCO_RESUME_ANCHOR_MMAP": "1", "RANK": None, "LOCAL_RANK": None,
+                        "YETO_DILOCO_RESUME_ANCHOR_MMAP": "1",
+                        "YETO_DILOCO_RESUME_ANCHOR_READAHEAD": "anchor", "RANK": None, "LOCAL_RANK": None,
                         "WORLD_SIZE": None, "YETO_OTEL_DATALOADER_WORKERS": "on",
                         "YETO_OTEL_IDENTITY_OWNER": None, "YETO_OTEL_ALLOCATOR_TIMEOUT": "100",
                         "YETO_OTEL_EXIT_FLUSH_TIMEOUT": "3000",

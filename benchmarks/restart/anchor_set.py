@@ -8,7 +8,12 @@ import re
 
 MiB = 1 << 20
 GiB = 1 << 30
-MODES = ("eager", "mapped", "safetensors")
+# eager / mapped / mapped-kernel / mapped-off: the product (YETO_DILOCO_RESUME_ANCHOR_MMAP=0;
+# the default, read-ahead `anchor`; YETO_DILOCO_RESUME_ANCHOR_READAHEAD=kernel; =off);
+# safetensors: the same tensors in a safetensors file; mmap-floor: a plain mmap of the anchor
+# file reading the same bytes, the least the kernel maps for that read.
+MODES = ("eager", "mapped", "mapped-kernel", "mapped-off", "safetensors", "mmap-floor")
+PRODUCT_MODES = ("eager", "mapped", "mapped-kernel", "mapped-off")
 FRAGMENTS = 8
 SHIFTED_FRAGMENT = 3
 PT_NAME = "anchors.pt"

@@ -4,9 +4,12 @@ restart one variant in a fresh process and measure it. torch is imported here on
 from __future__ import annotations
 
 import gc
+import json
+import mmap
 import os
 import resource
 import time
+import warnings
 from functools import partial
 
 from yeto_otel.proc import ResidencyProbe
@@ -14,6 +17,9 @@ from yeto_otel.proc import ResidencyProbe
 from . import readings
 from .anchor_set import PT_NAME, SHIFTED_FRAGMENT, ST_NAME, shard_name, shard_numels, \
     touched_indices
+
+# Variants whose handle gives one tensor per name (get_tensor), not the product's anchors.
+_BY_NAME = ("safetensors", "mmap-floor")
 
 
 def child_write(args) -> dict:
@@ -35,7 +41,65 @@ def child_write(args) -> dict:
     os.sync()
     t_st = time.perf_counter() - t
     return {"pt": pt, "pt_size": os.path.getsize(pt), "st": st, "st_size": os.path.getsize(st),
-            "save_pt_s": t_pt, "save_st_s": t_st}
+            "save_pt_s": t_pt, "save_st_s": t_st, "pt_ranges": _byte_ranges(pt)}
+
+
+def _byte_ranges(pt: str) -> list[list[int]]:
+    """[file offset, bytes] of every shard in the anchor file, in shard order: where the
+    product's mapped load finds each shard, for the plain-mmap variant to read the same bytes."""
+    from yeto_otel.anchors import load_resume_anchors
+
+    start, real = None, os.path.realpath(pt)
+    with load_resume_anchors(pt) as anchors:
+        with open("/proc/self/maps") as maps:  # torch maps the whole file from offset 0
+            for line in maps:
+                fields = line.split()
+                if line.rstrip().endswith(real) and int(fields[2], 16) == 0:
+                    start = int(fields[0].split("-")[0], 16)
+        tensors = anchors.tensors
+        return [[tensors[shard_name(i)].data_ptr() - start,
+                 tensors[shard_name(i)].numel() * tensors[shard_name(i)].element_size()]
+                for i in range(len(tensors))]
+
+
+class _PlainMmap:
+    """A plain read-only private mmap of the anchor file; get_tensor(name) is a tensor over the
+    shard's bytes in it (no copy), so the catch-up reads exactly what the product's would."""
+
+    def __init__(self, path: str, ranges: list[list[int]]):
+        with open(path, "rb") as f:
+            self._map = mmap.mmap(f.fileno(), 0, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ)
+        self._ranges = ranges
+
+    def get_tensor(self, name: str):
+        import torch
+
+        offset, nbytes = self._ranges[int(name.rsplit(".", 1)[1])]
+        with warnings.catch_warnings():  # "not writable": the tensor is only read
+            warnings.simplefilter("ignore", UserWarning)
+            return torch.frombuffer(self._map, dtype=torch.float32, count=nbytes // 4,
+                                    offset=offset)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        gc.collect()  # the catch-up's tensors export the map's buffer until collected
+        self._map.close()
+
+
+def _handle_factory(mode: str, path: str, args, provider):
+    from safetensors import safe_open
+
+    from yeto_otel.anchors import load_resume_anchors
+
+    if mode == "safetensors":
+        return partial(safe_open, path, framework="pt")
+    if mode == "mmap-floor":
+        with open(os.path.join(args.dir, "write.json")) as f:
+            ranges = json.load(f)["pt_ranges"]
+        return partial(_PlainMmap, path, ranges)
+    return partial(load_resume_anchors, path, tracer_provider=provider)
 
 
 def child_run(args) -> dict:
@@ -44,9 +108,6 @@ def child_run(args) -> dict:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-    from safetensors import safe_open
-
-    from yeto_otel.anchors import load_resume_anchors
 
     torch.set_num_threads(args.threads)
     mode = args.child
@@ -55,8 +116,7 @@ def child_run(args) -> dict:
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    open_handle = (partial(safe_open, path, framework="pt") if mode == "safetensors"
-                   else partial(load_resume_anchors, path, tracer_provider=provider))
+    open_handle = _handle_factory(mode, path, args, provider)
     rss_before = readings.vm_rss()
     gc.collect()
 
@@ -96,11 +156,11 @@ def _catch_up(torch, handle, mode: str, names: list[str]) -> tuple[list, float]:
     checksum = 0.0
     held = []
     for name in names:
-        # Mapped/eager: the product's tensors. safetensors: get_tensor of this shard only.
-        t = handle.get_tensor(name) if mode == "safetensors" else handle.tensors[name]
+        # The product's tensors; safetensors and the plain mmap: get_tensor of this shard only.
+        t = handle.get_tensor(name) if mode in _BY_NAME else handle.tensors[name]
         held.append(t)  # the old anchors of the fragment stay referenced until it is done
         checksum += float(t.sum(dtype=torch.float64))
-    if mode != "safetensors":
+    if mode not in _BY_NAME:
         handle.fragment_done(SHIFTED_FRAGMENT)
     return held, checksum
 

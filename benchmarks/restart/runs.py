@@ -1,5 +1,5 @@
 """The parent: write the files once (in a child), then run every variant in a fresh child
-process per repetition, warm (the file read first) or cold (the page cache dropped)."""
+process per repetition, warm (the file evicted, then read once) or cold (the file evicted)."""
 
 from __future__ import annotations
 
@@ -17,17 +17,28 @@ from .report import mib
 ENTRY = Path(__file__).resolve().parents[1] / "restart_anchors.py"
 
 
-def drop_caches() -> str | None:
-    os.sync()
+def evict(path: str) -> str | None:
+    """Drop this file's pages from the page cache (they are clean: the files were fsynced):
+    a cold start for this file alone, without root and without evicting the libraries the
+    children run on, which `drop_caches` would and which would then fault in during the
+    timed restart of every variant alike."""
     try:
-        with open("/proc/sys/vm/drop_caches", "w") as f:
-            f.write("1\n")
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fdatasync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
     except OSError as exc:
         return f"{type(exc).__name__}: {exc}"
     return None
 
 
 def warm(path: str) -> None:
+    """The file evicted, then read once sequentially: the page-cache state a restart finds
+    after the file was copied in or read before (readahead fills it with large folios), the
+    same for every variant whatever wrote the file."""
+    evict(path)
     with open(path, "rb", buffering=0) as f:
         while f.read(16 * MiB):
             pass
@@ -60,19 +71,22 @@ def write_files(args) -> dict:
 def run_child(args, mode: str) -> dict:
     env = dict(os.environ)
     env.pop("YETO_DILOCO_RESUME_ANCHOR_MMAP", None)
+    env.pop("YETO_DILOCO_RESUME_ANCHOR_READAHEAD", None)
     if mode == "eager":
         env["YETO_DILOCO_RESUME_ANCHOR_MMAP"] = "0"
+    if mode in ("mapped-kernel", "mapped-off"):
+        env["YETO_DILOCO_RESUME_ANCHOR_READAHEAD"] = mode.removeprefix("mapped-")
     return _child(args, "--child", mode, "--layout", args.layout, "--threads", str(args.threads),
                   env=env)
 
 
 def caches(args) -> list[str]:
-    """warm and/or cold; cold only where the page cache can be dropped."""
+    """warm and/or cold; cold only where a file's pages can be evicted."""
     chosen = ([] if args.no_warm else ["warm"]) + (["cold"] if args.cold else [])
     if "cold" in chosen:
-        why = drop_caches()
+        why = evict(os.path.join(args.dir, PT_NAME))
         if why:
-            print(f"cannot drop the page cache ({why}): cold runs skipped")
+            print(f"cannot evict the anchor file from the page cache ({why}): cold runs skipped")
             chosen.remove("cold")
     return chosen
 
@@ -88,7 +102,7 @@ def repetitions(args, modes: list[str], cache_states: list[str]) -> dict:
                 if cache == "warm":
                     warm(st if mode == "safetensors" else pt)
                 else:
-                    drop_caches()
+                    evict(st if mode == "safetensors" else pt)
                 load1 = os.getloadavg()[0]
                 r = run_child(args, mode)
                 r["loadavg_1m"] = load1

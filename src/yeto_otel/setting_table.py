@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from .setting_values import (
     Setting, ANCHOR_DTYPES, HOST_ALLOCATOR_ACCEPTED, IDENTITY_OWNER, RANK_LIMIT,
-    parse_allocator, parse_allocator_timeout, parse_anchor_dtype, parse_directory,
+    parse_allocator, parse_allocator_timeout, parse_anchor_dtype, parse_anchor_readahead,
+    parse_directory,
     parse_exit_flush_timeout, parse_identity_owner, parse_lock_dir, parse_node_metrics,
     parse_on_off, parse_positive_rank, parse_rank, parse_smaps_budget, parse_switch,
 )
@@ -134,6 +135,20 @@ SETTINGS: tuple[Setting, ...] = (
         "`1`: `load_resume_anchors` maps the anchor file (`torch.load(mmap=True)`), so shards the "
         "resume never reads stay out of memory. `0`: read the whole file eagerly, as before.",
         parse_switch,
+    ),
+    Setting(
+        "YETO_DILOCO_RESUME_ANCHOR_READAHEAD",
+        "anchor",
+        "`anchor`, `kernel`, `off`",
+        "How a mapped resume reads the file on a cold page cache. `anchor`: the first time the "
+        "catch-up takes an anchor (`anchors.tensors[name]` or `.get(name)`), its pages are "
+        "asked for at once (`madvise(MADV_WILLNEED)` over that anchor): one read per anchor, "
+        "only the anchors taken. `kernel`: the kernel's read-around at each page fault (reads "
+        "and maps up to ~10% beyond the bytes read here, several reads per anchor). `off`: "
+        "`madvise(MADV_RANDOM)`, only the faulting pages (exact, slowest). Measured side by "
+        "side in docs/performance.md. Iterating `anchors.tensors` (`items()`, `dict(...)`) "
+        "prefetches nothing.",
+        parse_anchor_readahead,
     ),
     Setting(
         "RANK",

@@ -89,6 +89,15 @@ def parse_node_metrics(value: str) -> str:
     raise ValueError("expected auto, on or off")
 
 
+ANCHOR_READAHEAD = ("anchor", "kernel", "off")
+
+
+def parse_anchor_readahead(value: str) -> str:
+    if value in ANCHOR_READAHEAD:
+        return value
+    raise ValueError("expected anchor, kernel or off")
+
+
 # torch.distributed hands ranks and world sizes to C++ as 32-bit ints (a larger RANK fails
 # there), and the resource attributes go out as OTLP int64: 2^31 - 1 bounds both.
 RANK_LIMIT = 2 ** 31 - 1

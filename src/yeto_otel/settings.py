@@ -60,6 +60,7 @@ class Settings:
     local_dir: str = "yeto-telemetry"
     anchor_dtype: str | None = None
     resume_anchor_mmap: bool = True
+    resume_anchor_readahead: str = "anchor"
     rank: int | None = None
     local_rank: int | None = None
     world_size: int | None = None
@@ -91,6 +92,7 @@ _FIELDS = {
     "YETO_DILOCO_HOST_MEM_CENSUS": "step_log_census",
     "YETO_DILOCO_ANCHOR_DTYPE": "anchor_dtype",
     "YETO_DILOCO_RESUME_ANCHOR_MMAP": "resume_anchor_mmap",
+    "YETO_DILOCO_RESUME_ANCHOR_READAHEAD": "resume_anchor_readahead",
     "RANK": "rank",
     "LOCAL_RANK": "local_rank",
     "WORLD_SIZE": "world_size",

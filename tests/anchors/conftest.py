@@ -9,3 +9,4 @@ def _anchor_settings_unset(monkeypatch):
     # Tests set these explicitly; a developer's shell must not change what they see.
     monkeypatch.delenv("YETO_DILOCO_ANCHOR_DTYPE", raising=False)
     monkeypatch.delenv("YETO_DILOCO_RESUME_ANCHOR_MMAP", raising=False)
+    monkeypatch.delenv("YETO_DILOCO_RESUME_ANCHOR_READAHEAD", raising=False)

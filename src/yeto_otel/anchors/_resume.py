@@ -20,11 +20,13 @@ from opentelemetry.trace import Status, StatusCode
 
 from .. import names
 from ..names import LOAD_MODE_ATTRIBUTE, RESUME_BYTES_MAPPED, RESUME_BYTES_TOUCHED
-from ..proc import ProcReadError, ResidencyProbe, read_anonymous_bytes
+from ..proc import ProcReadError, ResidencyProbe, advise_random_access, read_anonymous_bytes
+from ..setting_values import ANCHOR_READAHEAD
 from ..settings import load_settings
 from ..version import __version__
 from ._file_format import dtype_name
 from ._load import EAGER, MMAP, choose_mode, load_tensors
+from ._prefetch import PrefetchingAnchors
 
 __all__ = ["ResumeAnchors", "load_resume_anchors"]
 
@@ -149,6 +151,8 @@ class ResumeAnchors:
             span.set_attribute(names.ANCHORS_ANONYMOUS_DELTA.name,
                                anonymous_now - self._anonymous_before)
         span.set_attribute(names.ANCHORS_FRAGMENTS_DONE.name, self._fragments)
+        if isinstance(self._tensors, PrefetchingAnchors):
+            span.set_attribute(names.ANCHORS_BYTES_PREFETCHED.name, self._tensors.bytes_advised)
         if self._gauges is not None:
             self._gauges.record(self.load_mode, self._bytes_mapped, touched)
         if exc is not None:
@@ -164,7 +168,39 @@ class ResumeAnchors:
 LOAD_MODES = (MMAP, EAGER)
 
 
+def _set_readahead(probe: ResidencyProbe, readahead: str) -> str:
+    """Apply `readahead` to the mapped resume before anything touches it; returns what is in
+    effect. `off` advises the mapping MADV_RANDOM; a refusal leaves the kernel's read-around
+    (the resume works either way) and is logged. `anchor` is applied by PrefetchingAnchors."""
+    if readahead != "off":
+        return readahead
+    try:
+        if probe.error:
+            raise OSError(probe.error)
+        advise_random_access(probe.mappings())
+    except (OSError, ValueError) as exc:
+        _log.warning("cannot turn off read-ahead on the mapping of %s (the resume reads ahead "
+                     "as usual): %s", probe.path, exc)
+        return "kernel"
+    return "off"
+
+
+def _chosen(mode: str | None, readahead: str | None, settings) -> tuple[str, str]:
+    """The load mode and read-ahead: the arguments, or the settings where not given."""
+    if mode is None:
+        mode = MMAP if settings.resume_anchor_mmap else EAGER
+    if readahead is None:
+        readahead = settings.resume_anchor_readahead
+    if mode not in LOAD_MODES:
+        raise ValueError(f"mode must be one of {', '.join(map(repr, LOAD_MODES))}, got {mode!r}")
+    if readahead not in ANCHOR_READAHEAD:
+        raise ValueError(f"readahead must be one of {', '.join(map(repr, ANCHOR_READAHEAD))}, "
+                         f"got {readahead!r}")
+    return mode, readahead
+
+
 def load_resume_anchors(path: str | os.PathLike, *, mode: str | None = None,
+                        readahead: str | None = None,
                         tracer_provider=None, meter_provider=None) -> ResumeAnchors:
     """Load the anchor file at `path`: mapped (`mode="mmap"`) or read whole (`mode="eager"`).
 
@@ -174,12 +210,13 @@ def load_resume_anchors(path: str | os.PathLike, *, mode: str | None = None,
     missing, truncated, corrupt or foreign file, or one whose pickle would run code; never
     returns partial anchors. When the block ends, the gauges
     `yeto.resume.anchors.bytes_mapped` / `.bytes_touched` are set too.
+    `readahead` (mapped only): `"anchor"` reads each anchor whole when the catch-up first
+    takes it, `"kernel"` leaves it to the kernel's read-around, `"off"` reads only the
+    faulting pages; when not given, YETO_DILOCO_RESUME_ANCHOR_READAHEAD decides.
     `tracer_provider` / `meter_provider`: the global ones when not given.
     """
-    if mode is None:
-        mode = MMAP if load_settings().resume_anchor_mmap else EAGER
-    elif mode not in LOAD_MODES:
-        raise ValueError(f"mode must be one of {', '.join(map(repr, LOAD_MODES))}, got {mode!r}")
+    settings = load_settings() if mode is None or readahead is None else None
+    mode, readahead = _chosen(mode, readahead, settings)
     path = os.fspath(path)
     # Import torch before the "before" reading, or a first use of torch in the process would
     # count torch's own import (~300 MB) as anchor memory.
@@ -196,6 +233,11 @@ def load_resume_anchors(path: str | os.PathLike, *, mode: str | None = None,
                                  names.ANCHORS_LOAD_MODE.name: mode})
             tensors, recorded = load_tensors(path, mode)
             probe = ResidencyProbe(path) if mode == MMAP else None
+            if probe is not None:
+                readahead = _set_readahead(probe, readahead)
+                span.set_attribute(names.ANCHORS_READAHEAD.name, readahead)
+                if readahead == "anchor":
+                    tensors = PrefetchingAnchors(tensors, path)
             residency = probe.measure() if probe is not None else None
             load_span.set_attribute(names.ANCHORS_TENSOR_COUNT.name, len(tensors))
     except BaseException as exc:

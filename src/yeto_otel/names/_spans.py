@@ -17,19 +17,29 @@ __all__ = [
     "ANCHORS_FRAGMENTS_DONE",
     "ANCHORS_LOAD_MODE",
     "ANCHORS_PATH",
+    "ANCHORS_BYTES_PREFETCHED",
+    "ANCHORS_READAHEAD",
     "ANCHORS_RESIDENCY_ERROR",
     "ANCHORS_TENSOR_COUNT",
     "Attr",
     "DCP_ANONYMOUS_DELTA",
+    "DCP_ASYNC_SAVE",
+    "DCP_ASYNC_SAVE_UPLOAD",
     "DCP_BYTES_READ",
+    "DCP_BYTES_WRITTEN",
     "DCP_FILES_READ",
+    "DCP_FILES_WRITTEN",
     "DCP_ITEMS_READ",
+    "DCP_ITEMS_WRITTEN",
     "DCP_LOAD",
     "DCP_LOAD_PLAN",
     "DCP_LOAD_READ",
     "DCP_PATH",
     "DCP_RANK",
     "DCP_RESIDENCY_ERROR",
+    "DCP_SAVE",
+    "DCP_SAVE_PLAN",
+    "DCP_SAVE_WRITE",
     "DEMO_HELD_BYTES",
     "DEMO_LOSS",
     "DEMO_RELEASED",
@@ -102,13 +112,28 @@ ANCHORS_BYTES_TOUCHED = Attr(
     "yeto.anchors.bytes_touched", "int (bytes)",
     "Pages of the mapping resident in this process when the block ends (from "
     "/proc/self/pagemap over the mapping's own range; equals smaps `Rss` for it). An upper "
-    "bound on the bytes the resume read: the kernel maps around each fault (64 KiB "
-    "fault-around, or a whole large page-cache folio). These pages are clean and reclaimable. "
-    "Eager: the bytes read.")
+    "bound on the bytes the resume read: the kernel maps around each fault. Measured on "
+    "Linux 6.18 for every 8th of 1,869 shards (docs/performance.md): cold, 1.01x the bytes "
+    "read (read-ahead `anchor`) or 1.13x (`kernel`: 64 KiB fault-around); warm, 4.85x, "
+    "because a fault maps the whole large page-cache folio (up to 2 MiB) it hits, exactly as "
+    "a plain mmap of the file does. Those pages were cached already: clean, reclaimable, no "
+    "new memory. Eager: the bytes read.")
 ANCHORS_ANONYMOUS_DELTA = Attr(
     "yeto.anchors.anonymous_delta", "int (bytes)",
     "This process's resident anonymous memory (/proc/self/status `RssAnon`) when the block "
-    "ends minus before the load. About 0 when mapped; about the file size when read eagerly.")
+    "ends minus before the load. It covers the whole block: whatever the catch-up allocates "
+    "inside it counts too (about 16 MiB for 1,869 shards in docs/performance.md, none of it "
+    "the anchors). Small when mapped; about the file size when read eagerly.")
+ANCHORS_READAHEAD = Attr(
+    "yeto.anchors.readahead", "string",
+    "Mapped only: how the resume read the file (YETO_DILOCO_RESUME_ANCHOR_READAHEAD): `anchor` "
+    "(each anchor's pages asked for at once when the catch-up first takes it), `kernel` (the "
+    "kernel's read-around at each fault), `off` (`MADV_RANDOM`: only the faulting pages).")
+ANCHORS_BYTES_PREFETCHED = Attr(
+    "yeto.anchors.bytes_prefetched", "int (bytes)",
+    "Readahead `anchor` only: bytes (whole pages) of the anchors the catch-up took, asked for "
+    "with `MADV_WILLNEED` when it first took each. What a cold resume read from disk, about; "
+    "compare with `yeto.anchors.bytes_touched`.")
 ANCHORS_FRAGMENTS_DONE = Attr("yeto.anchors.fragments_done", "int",
                               "Fragments the catch-up reported done.")
 ANCHORS_RESIDENCY_ERROR = Attr("yeto.anchors.residency_error", "string",
@@ -126,7 +151,8 @@ RESUME_ANCHORS = SpanSpec(
     "exception recorded, when the load fails or the block raises.",
     (ANCHORS_PATH, ANCHORS_FILE_SIZE, ANCHORS_LOAD_MODE, ANCHORS_DTYPE, ANCHORS_TENSOR_COUNT,
      ANCHORS_BYTES_MAPPED, ANCHORS_BYTES_TOUCHED, ANCHORS_ANONYMOUS_DELTA,
-     ANCHORS_FRAGMENTS_DONE, ANCHORS_RESIDENCY_ERROR),
+     ANCHORS_READAHEAD, ANCHORS_BYTES_PREFETCHED, ANCHORS_FRAGMENTS_DONE,
+     ANCHORS_RESIDENCY_ERROR),
     (FRAGMENT_DONE,))
 
 RESUME_ANCHORS_LOAD = SpanSpec(
@@ -216,8 +242,9 @@ SAFETENSORS_SAFE_OPEN = SpanSpec(
      SAFETENSORS_TENSOR_COUNT, SAFETENSORS_TENSORS_READ, *_SAFETENSORS_RESIDENCY))
 
 DCP_PATH = Attr("yeto.dcp.path", "string",
-                "The storage reader's checkpoint directory (`FileSystemReader.path`), else the "
-                "`checkpoint_id` passed to the load.")
+                "The storage reader's or writer's checkpoint directory "
+                "(`FileSystemReader.path`, `FileSystemWriter.path`), else the `checkpoint_id` "
+                "passed to the load or save.")
 DCP_RANK = Attr("yeto.dcp.rank", "int",
                 "This process's rank in the default process group (absent without one).")
 DCP_ITEMS_READ = Attr("yeto.dcp.items_read", "int",
@@ -229,14 +256,25 @@ DCP_FILES_READ = Attr("yeto.dcp.files_read", "int",
 DCP_BYTES_READ = Attr("yeto.dcp.bytes_read", "int (bytes)",
                       "Stored bytes of the items this rank reads (their lengths in the "
                       "checkpoint's `storage_data`; what `FileSystemReader` reads from disk).")
+DCP_ITEMS_WRITTEN = Attr("yeto.dcp.items_written", "int",
+                         "Write items in this rank's final save plan (tensor pieces and byte "
+                         "objects).")
+DCP_FILES_WRITTEN = Attr("yeto.dcp.files_written", "int",
+                         "Distinct checkpoint files this rank wrote (the files its write "
+                         "results name, as `FileSystemWriter`'s do; `.metadata` not counted).")
+DCP_BYTES_WRITTEN = Attr(
+    "yeto.dcp.bytes_written", "int (bytes)",
+    "Stored bytes this rank wrote: the sum of its write results' `size_in_bytes` (with "
+    "`FileSystemWriter`, each item's length in its file, serialization included; "
+    "`.metadata` not counted).")
 DCP_ANONYMOUS_DELTA = Attr(
     "yeto.dcp.anonymous_delta", "int (bytes)",
-    "This process's resident anonymous memory (/proc/self/status `RssAnon`) when the load "
-    "returns minus before it: the load's own copies and scratch, plus anything other threads "
-    "allocated meanwhile.")
+    "This process's resident anonymous memory (/proc/self/status `RssAnon`) when the call "
+    "returns minus before it: the load's or save's own copies and scratch (for `async_save`, "
+    "the staged copy of the state dict), plus anything other threads allocated meanwhile.")
 DCP_RESIDENCY_ERROR = Attr("yeto.dcp.residency_error", "string",
                            "Why a reading could not be taken (no /proc, a reader without "
-                           "`storage_data`), if so.")
+                           "`storage_data`, write results that name no file), if so.")
 
 DCP_LOAD = SpanSpec(
     "dcp.load",
@@ -254,7 +292,45 @@ DCP_LOAD_PLAN = SpanSpec(
 DCP_LOAD_READ = SpanSpec(
     "dcp.load.read",
     "Child of `dcp.load`: the storage reader's `read_data`, until its future completes. "
-    "Status ERROR with the exception recorded when it raises.", ())
+    "Status ERROR with the exception recorded when it raises. The `torch.load` that "
+    "`FileSystemReader` makes for each item (on the calling thread) gets no `torch.load` "
+    "span: the items are counted here instead.", (DCP_ITEMS_READ,))
+
+DCP_SAVE = SpanSpec(
+    "dcp.save",
+    "Every `torch.distributed.checkpoint.save` (also reached as `state_dict_saver.save`), "
+    "one per rank per save, under `DcpInstrumentor`. Status ERROR with the exception recorded "
+    "when the save raises. The save an `async_save` runs in the background is a child of its "
+    "`dcp.async_save.upload` span.",
+    (DCP_PATH, DCP_RANK, DCP_ITEMS_WRITTEN, DCP_FILES_WRITTEN, DCP_BYTES_WRITTEN,
+     DCP_ANONYMOUS_DELTA, DCP_RESIDENCY_ERROR))
+
+DCP_SAVE_PLAN = SpanSpec(
+    "dcp.save.plan",
+    "Child of `dcp.save`: from the start of the save until the storage writer is asked to "
+    "write (local and global planning and the collectives between them).", ())
+
+DCP_SAVE_WRITE = SpanSpec(
+    "dcp.save.write",
+    "Child of `dcp.save`: the storage writer's `write_data`, until its future completes. "
+    "Status ERROR with the exception recorded when it fails. The `.metadata` file the "
+    "coordinator writes afterwards is in `dcp.save` only.",
+    (DCP_ITEMS_WRITTEN, DCP_FILES_WRITTEN, DCP_BYTES_WRITTEN))
+
+DCP_ASYNC_SAVE = SpanSpec(
+    "dcp.async_save",
+    "Every `torch.distributed.checkpoint.async_save` call, one per rank: the call itself "
+    "(staging the state dict and handing the save to the background). Status ERROR with the "
+    "exception recorded when the call raises.",
+    (DCP_PATH, DCP_RANK, DCP_ANONYMOUS_DELTA, DCP_RESIDENCY_ERROR))
+
+DCP_ASYNC_SAVE_UPLOAD = SpanSpec(
+    "dcp.async_save.upload",
+    "Child of `dcp.async_save`: from the call until the future it returns (or its "
+    "`upload_completion`) completes, ended by the future's callback (nobody waits for it). "
+    "Status ERROR with the exception recorded when the future fails. A future that never "
+    "completes leaves this span unexported. The background save's `dcp.save` is its child "
+    "(thread-based executor).", ())
 
 DEMO_STEP_NUMBER = Attr("yeto.demo.step", "int", "Step number.")
 DEMO_LOSS = Attr("yeto.demo.loss", "double", "The synthetic loss written to the step log.")
@@ -271,4 +347,6 @@ DEMO_STEP = SpanSpec(
 
 SPANS: tuple[SpanSpec, ...] = (RESUME_ANCHORS, RESUME_ANCHORS_LOAD, TORCH_LOAD,
                                SAFETENSORS_LOAD_FILE, SAFETENSORS_LOAD, SAFETENSORS_SAFE_OPEN,
-                               DCP_LOAD, DCP_LOAD_PLAN, DCP_LOAD_READ, DEMO_STEP)
+                               DCP_LOAD, DCP_LOAD_PLAN, DCP_LOAD_READ, DCP_SAVE, DCP_SAVE_PLAN,
+                               DCP_SAVE_WRITE, DCP_ASYNC_SAVE, DCP_ASYNC_SAVE_UPLOAD,
+                               DEMO_STEP)

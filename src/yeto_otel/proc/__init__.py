@@ -1,6 +1,6 @@
 """Linux readers: kernel memory files kept open and re-read with pread, the process's own
-memory cgroup (v1 or v2) and its files, and the pagemap probe that says how much of a mapped
-file this process has touched.
+memory cgroup (v1 or v2) and its files, the pagemap probe that says how much of a mapped
+file this process has touched, and the madvise calls that say how such a mapping will be read.
 
 Pure parsing and system calls, no OpenTelemetry: the census and the anchors build on these.
 """
@@ -11,10 +11,13 @@ from ._cgroup_memory import (UNLIMITED_FROM, CgroupReading, MemoryCgroupFiles, p
                              parse_pressure_totals, parse_single_value)
 from ._files import (ProcFile, ProcReadError, parse_kb_fields, read_anonymous_bytes, read_kb_fields,
                      read_raw_field)
+from ._advice import advise_random_access, advise_will_need
 from ._residency import PAGE_SIZE, FileMapping, Residency, ResidencyProbe
 
 __all__ = [
     "UNLIMITED_FROM",
+    "advise_random_access",
+    "advise_will_need",
     "CgroupNotFound",
     "CgroupReading",
     "MemoryCgroup",
