@@ -1,17 +1,20 @@
-"""A real 2-rank torch.distributed.checkpoint save and load on CPU (gloo), each rank traced
-by `DcpInstrumentor` into memory; each rank writes its finished spans to `<out>/spans-<rank>.json`.
+"""A real 2-rank torch.distributed.checkpoint save, load and async_save on CPU (gloo), each
+rank traced by `DcpInstrumentor` into memory; each rank writes its finished spans to
+`<out>/spans-<rank>.json`.
 
     python tests/instrumentation/dcp_ranks.py OUT_DIR PORT
 
 Each rank saves a tensor shared by both (written once) and one of its own whose size depends
 on the rank, loads them back into zeros (checked equal), then loads from a directory that does
-not exist (the load's own error must reach it).
+not exist (the load's own error must reach it), then saves again with async_save and waits
+for the returned future.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -24,6 +27,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from yeto_otel.instrumentation import DcpInstrumentor
 
 WORLD = 2
+UPLOAD_DEADLINE = 60  # seconds for the upload span to end after the future completes
 SHARED_ELEMENTS = 64 * 1024
 OWN_ELEMENTS = (128 * 1024, 256 * 1024)  # float32: 512 KiB for rank 0, 1 MiB for rank 1
 
@@ -40,6 +44,14 @@ def _span_record(span) -> dict:
             "attributes": dict(span.attributes), "status": span.status.status_code.name,
             "events": [event.name for event in span.events],
             "start": span.start_time, "end": span.end_time}
+
+
+def _wait_for_span(exporter, name: str) -> None:
+    deadline = time.monotonic() + UPLOAD_DEADLINE
+    while not any(s.name == name for s in exporter.get_finished_spans()):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no {name} span within {UPLOAD_DEADLINE} s")
+        time.sleep(0.01)
 
 
 def rank_main(rank: int, out: str, port: int) -> None:
@@ -63,12 +75,18 @@ def rank_main(rank: int, out: str, port: int) -> None:
         dcp.load(state(rank, fill=False), checkpoint_id=str(Path(out) / "missing"))
     except (Exception, dcp.CheckpointException) as exc:  # CheckpointException: a BaseException
         failure = type(exc).__name__
+    later = Path(out) / "async"
+    dcp.async_save(state(rank, fill=True), checkpoint_id=str(later)).result()
+    _wait_for_span(exporter, "dcp.async_save.upload")  # ended by the future's callback
     instrumentor.uninstrument()
-    restored = dcp.load is dcp.state_dict_loader.load and not hasattr(dcp.load, "__yeto_dcp__")
+    restored = dcp.load is dcp.state_dict_loader.load and not hasattr(dcp.load, "__yeto_dcp__") \
+        and dcp.save is dcp.state_dict_saver.save and not hasattr(dcp.save, "__yeto_dcp__") \
+        and not hasattr(dcp.async_save, "__yeto_dcp__")
     dist.destroy_process_group()
     result = {"spans": [_span_record(s) for s in exporter.get_finished_spans()],
               "failure": failure, "restored": restored,
-              "file_sizes": {p.name: p.stat().st_size for p in checkpoint.iterdir()}}
+              "file_sizes": {p.name: p.stat().st_size for p in checkpoint.iterdir()},
+              "async_file_sizes": {p.name: p.stat().st_size for p in later.iterdir()}}
     (Path(out) / f"spans-{rank}.json").write_text(json.dumps(result))
 
 

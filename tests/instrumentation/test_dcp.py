@@ -15,7 +15,7 @@ from opentelemetry.trace import StatusCode
 from opentelemetry.util._importlib_metadata import entry_points
 
 from yeto_otel import names as span_table
-from yeto_otel.instrumentation import DcpInstrumentor
+from yeto_otel.instrumentation import DcpInstrumentor, TorchLoadInstrumentor
 from yeto_otel.instrumentation import _dcp_phases
 from zero_code import console_exports, run_instrumented
 
@@ -57,18 +57,30 @@ def test_registered_as_an_opentelemetry_instrumentor():
     assert eps["yeto_dcp"].load() is DcpInstrumentor
 
 
-def test_two_gloo_ranks_each_trace_their_own_load(tmp_path):
-    result = subprocess.run([sys.executable, str(HERE / "dcp_ranks.py"), str(tmp_path),
+@pytest.fixture(scope="module")
+def two_ranks(tmp_path_factory):
+    """Runs dcp_ranks.py once: (its output directory, {rank: its report})."""
+    out = tmp_path_factory.mktemp("ranks")
+    result = subprocess.run([sys.executable, str(HERE / "dcp_ranks.py"), str(out),
                              str(_free_port())], capture_output=True, text=True,
                             timeout=RANKS_TIMEOUT)
     assert result.returncode == 0, result.stderr[-4000:]
+    return out, {rank: json.loads((out / f"spans-{rank}.json").read_text()) for rank in (0, 1)}
+
+
+def _float32_bytes(rank: int) -> tuple[int, int]:
+    """(the shared tensor's bytes, this rank's own tensor's bytes) in dcp_ranks.py."""
     sys.path.insert(0, str(HERE))
     try:
         from dcp_ranks import OWN_ELEMENTS, SHARED_ELEMENTS
     finally:
         sys.path.remove(str(HERE))
-    for rank in (0, 1):
-        report = json.loads((tmp_path / f"spans-{rank}.json").read_text())
+    return 4 * SHARED_ELEMENTS, 4 * OWN_ELEMENTS[rank]
+
+
+def test_two_gloo_ranks_each_trace_their_own_load(two_ranks):
+    tmp_path, reports = two_ranks
+    for rank, report in reports.items():
         assert report["restored"] and report["failure"] == "CheckpointException"
         loads = _by_name(report["spans"], span_table.DCP_LOAD.name)
         ok, failed = sorted(loads, key=lambda s: s["status"] == "ERROR")
@@ -78,7 +90,7 @@ def test_two_gloo_ranks_each_trace_their_own_load(tmp_path):
         assert attributes[span_table.DCP_RANK.name] == rank
         assert attributes[span_table.DCP_ITEMS_READ.name] == 2  # the shared tensor, its own
         assert attributes[span_table.DCP_FILES_READ.name] in (1, 2)
-        payload = 4 * (SHARED_ELEMENTS + OWN_ELEMENTS[rank])
+        payload = sum(_float32_bytes(rank))
         assert payload <= attributes[span_table.DCP_BYTES_READ.name] \
             <= sum(report["file_sizes"].values())
         assert isinstance(attributes[span_table.DCP_ANONYMOUS_DELTA.name], int)
@@ -87,10 +99,92 @@ def test_two_gloo_ranks_each_trace_their_own_load(tmp_path):
                  if s["parent"] == ok["span_id"]]
         read, = _by_name(report["spans"], span_table.DCP_LOAD_READ.name)
         assert read["parent"] == ok["span_id"] and read["status"] == "UNSET"
+        assert read["attributes"] == {span_table.DCP_ITEMS_READ.name: 2}
         assert ok["start"] <= plan["start"] <= plan["end"] <= read["start"] <= read["end"] \
             <= ok["end"]
         assert failed["status"] == "ERROR" and "exception" in failed["events"]
         assert failed["attributes"][span_table.DCP_PATH.name] == str(tmp_path / "missing")
+
+
+def _stored(file_sizes: dict) -> int:
+    return sum(size for name, size in file_sizes.items() if name.endswith(".distcp"))
+
+
+def _save_of(report, span) -> tuple[dict, dict]:
+    """The plan and write children of a dcp.save span, checked to lie in order within it."""
+    plan, = [s for s in _by_name(report["spans"], span_table.DCP_SAVE_PLAN.name)
+             if s["parent"] == span["span_id"]]
+    write, = [s for s in _by_name(report["spans"], span_table.DCP_SAVE_WRITE.name)
+              if s["parent"] == span["span_id"]]
+    assert span["start"] <= plan["start"] <= plan["end"] <= write["start"] <= write["end"] \
+        <= span["end"]
+    assert write["status"] == "UNSET"
+    return plan, write
+
+
+def test_two_gloo_ranks_each_trace_their_own_save_and_async_save(two_ranks):
+    out, reports = two_ranks
+    documented = {a.name for a in span_table.DCP_SAVE.attributes}
+    written = {"checkpoint": 0, "async": 0}
+    items = {"checkpoint": 0, "async": 0}
+    for rank, report in reports.items():
+        saves = _by_name(report["spans"], span_table.DCP_SAVE.name)
+        direct, = [s for s in saves if s["parent"] is None]
+        call, = _by_name(report["spans"], span_table.DCP_ASYNC_SAVE.name)
+        upload, = _by_name(report["spans"], span_table.DCP_ASYNC_SAVE_UPLOAD.name)
+        background, = [s for s in saves if s["parent"] == upload["span_id"]]
+        assert call["parent"] is None and upload["parent"] == call["span_id"]
+        assert upload["status"] == "UNSET" and call["status"] == "UNSET"
+        assert call["attributes"][span_table.DCP_PATH.name] == str(out / "async")
+        assert call["attributes"][span_table.DCP_RANK.name] == rank
+        assert isinstance(call["attributes"][span_table.DCP_ANONYMOUS_DELTA.name], int)
+        assert call["start"] <= upload["start"] <= background["start"] <= background["end"] \
+            <= upload["end"]
+        for name, span in (("checkpoint", direct), ("async", background)):
+            attributes = span["attributes"]
+            assert set(attributes) <= documented
+            assert span_table.DCP_RESIDENCY_ERROR.name not in attributes
+            assert attributes[span_table.DCP_PATH.name] == str(out / name)
+            assert attributes[span_table.DCP_RANK.name] == rank
+            assert attributes[span_table.DCP_FILES_WRITTEN.name] == 1  # one file per rank
+            # The shared tensor is written by one of the two ranks.
+            assert attributes[span_table.DCP_ITEMS_WRITTEN.name] in (1, 2)
+            assert attributes[span_table.DCP_BYTES_WRITTEN.name] >= _float32_bytes(rank)[1]
+            assert isinstance(attributes[span_table.DCP_ANONYMOUS_DELTA.name], int)
+            _, write = _save_of(report, span)
+            assert write["attributes"][span_table.DCP_BYTES_WRITTEN.name] == \
+                attributes[span_table.DCP_BYTES_WRITTEN.name]
+            written[name] += attributes[span_table.DCP_BYTES_WRITTEN.name]
+            items[name] += attributes[span_table.DCP_ITEMS_WRITTEN.name]
+    # Every byte of the ranks' data files, each counted by the rank that wrote it.
+    assert written["checkpoint"] == _stored(reports[0]["file_sizes"])
+    assert written["async"] == _stored(reports[0]["async_file_sizes"])
+    assert items == {"checkpoint": 3, "async": 3}
+
+
+@pytest.fixture
+def torch_load_traced(provider):
+    inst = TorchLoadInstrumentor()  # a singleton: always uninstrument in teardown
+    inst.instrument(tracer_provider=provider)
+    yield inst
+    inst.uninstrument()
+
+
+def test_a_dcp_load_makes_no_torch_load_spans_but_counts_its_items(
+        instrumented, torch_load_traced, exporter, tmp_path):
+    tensors = {f"t{i}": torch.full((256,), float(i)) for i in range(12)}
+    dcp.save(tensors, checkpoint_id=str(tmp_path / "many"))
+    loaded = {name: torch.zeros(256) for name in tensors}
+    dcp.load(loaded, checkpoint_id=str(tmp_path / "many"))  # torch.load once per tensor
+    assert all(torch.equal(loaded[name], tensors[name]) for name in tensors)
+    torch.save(torch.ones(4), tmp_path / "plain.pt")
+    torch.load(tmp_path / "plain.pt", weights_only=True)
+    finished = exporter.get_finished_spans()
+    torch_loads = [s for s in finished if s.name == span_table.TORCH_LOAD.name]
+    assert [s.attributes.get(span_table.TORCH_LOAD_PATH.name) for s in torch_loads] == \
+        [str(tmp_path / "plain.pt")]  # only the load outside DCP
+    read, = [s for s in finished if s.name == span_table.DCP_LOAD_READ.name]
+    assert read.attributes[span_table.DCP_ITEMS_READ.name] == 12
 
 
 def test_the_loads_own_error_reaches_the_caller_unchanged(instrumented, exporter, checkpoint):
@@ -160,7 +254,27 @@ def test_zero_code_under_opentelemetry_instrument(tmp_path):
                                      "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "yeto_host_memory"})
     assert result.returncode == 0, result.stderr
     assert "trainer ran" in result.stdout
-    spans = [d for d in console_exports(result.stdout) if d.get("name") == "dcp.load"]
+    exported = console_exports(result.stdout)
+    spans = [d for d in exported if d.get("name") == "dcp.load"]
     assert len(spans) == 1
     assert spans[0]["attributes"]["yeto.dcp.path"] == str(tmp_path / "zc")
     assert spans[0]["attributes"]["yeto.dcp.bytes_read"] >= 4 * 1024
+    saves = [d for d in exported if d.get("name") == "dcp.save"]
+    assert len(saves) == 1 and saves[0]["attributes"]["yeto.dcp.bytes_written"] >= 4 * 1024
+
+
+def test_a_program_that_never_uses_dcp_gets_it_neither_imported_nor_patched(tmp_path):
+    code = (
+        "import sys, torch\n"
+        f"p = {str(tmp_path / 'plain.pt')!r}\n"
+        "torch.save(torch.ones(8), p)\n"
+        "torch.load(p, weights_only=True)\n"
+        "assert 'torch.distributed.checkpoint' not in sys.modules, 'imported by yeto_dcp'\n"
+        "print('trainer ran')\n")
+    result = run_instrumented(code, {"OTEL_TRACES_EXPORTER": "console",
+                                     "OTEL_METRICS_EXPORTER": "none",
+                                     "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "yeto_host_memory"})
+    assert result.returncode == 0, result.stderr
+    assert "trainer ran" in result.stdout
+    names = [d.get("name") for d in console_exports(result.stdout)]
+    assert names == ["torch.load"]  # the other load instrumentors go on as before

@@ -250,3 +250,22 @@ def test_zero_code_traces_torch_load(tmp_path):
     assert attributes["yeto.torch_load.path"] == str(tmp_path / "zc.pt")
     assert attributes["yeto.torch_load.mmap"] is True
     assert attributes["yeto.torch_load.bytes_mapped"] > 0
+
+
+def test_an_anchor_save_makes_no_torch_load_span(instrumented, exporter, tmp_path):
+    """save_resume_anchors looks up its own layout with a meta-device torch.load: not a
+    checkpoint load of the trainer's, so it gets no span (OpenTelemetry's suppression)."""
+    from yeto_otel.anchors import save_resume_anchors
+
+    save_resume_anchors(tmp_path / "anchors.pt", {"w": torch.ones(8)})
+    assert _load_spans(exporter) == []
+
+
+def test_suppressed_instrumentation_gets_no_span(instrumented, exporter, checkpoint):
+    from opentelemetry.instrumentation.utils import suppress_instrumentation
+
+    with suppress_instrumentation():
+        torch.load(checkpoint, weights_only=True)
+    assert _load_spans(exporter) == []
+    torch.load(checkpoint, weights_only=True)
+    assert len(_load_spans(exporter)) == 1

@@ -14,6 +14,8 @@ from __future__ import annotations
 import os
 import zlib
 
+from opentelemetry.instrumentation.utils import suppress_instrumentation
+
 from ._zip_crc import set_crcs
 
 __all__ = ["CONVERT_CHUNK_BYTES", "fill_storages", "placeholder_storages", "storage_bytes"]
@@ -98,7 +100,9 @@ def fill_storages(fd: int, path: str, content: dict, tensors, layout) -> None:
     storage's file offset)."""
     import torch
 
-    laid_out = torch.load(path, map_location="meta", weights_only=True)
+    # Not a checkpoint load the trainer made: no `torch.load` span for it.
+    with suppress_instrumentation():
+        laid_out = torch.load(path, map_location="meta", weights_only=True)
     crcs = {}
     for key, value in content.items():
         if isinstance(value, torch.Tensor) and value.numel():

@@ -1,17 +1,19 @@
-"""`DcpInstrumentor`: a `dcp.load` span around every `torch.distributed.checkpoint.load` in
-the process, one per rank per load, with what the rank read and the growth of its anonymous
-memory, and the plan and read phases as child spans (see `LoadPhases`).
+"""`DcpInstrumentor`: a span around every `torch.distributed.checkpoint` load, save and
+async_save in the process, one per rank per call, with what the rank read or wrote and the
+growth of its anonymous memory, and the plan and read (or write) phases as child spans (see
+`LoadPhases`, `SavePhases`; after an async_save, `AsyncUpload`).
 
     DcpInstrumentor().instrument(tracer_provider=provider)
 
 or `opentelemetry-instrument` (entry point `yeto_dcp`). torch.distributed is never imported
 here: `torch.distributed.checkpoint` is patched when the program imports it. The public
-`load` is wrapped under both its names (`dcp.load` and `dcp.state_dict_loader.load`); the
-phases come from `state_dict_loader._load_state_dict`, the step `load` hands the storage
-reader to. Should a torch release drop that private step, the `dcp.load` span and its
-anonymous delta remain and only the phases and read counts go.
+functions are wrapped under both their names (`dcp.load` and `dcp.state_dict_loader.load`,
+and so on); the phases come from `state_dict_loader._load_state_dict` and
+`state_dict_saver._save_state_dict`, the steps the public functions hand the storage reader
+or writer to. Should a torch release drop such a private step, the spans and their anonymous
+delta remain and only the phases and counts go.
 
-The load's own exception reaches the caller unchanged and is recorded on the span; an error
+The call's own exception reaches the caller unchanged and is recorded on the span; an error
 in measuring is never the caller's. `uninstrument()` puts the original functions back, and a
 wrapper someone still holds calls straight through from then on.
 """
@@ -28,7 +30,8 @@ from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 
 from .. import names
 from ..version import __version__
-from ._dcp_phases import LoadPhases, log_once
+from ._dcp_async import AsyncUpload, handoff, save_key
+from ._dcp_phases import LoadPhases, Phases, SavePhases, log_once
 from ._load_tracing import replace_attribute, tracer_here
 from ._post_import import when_imported
 
@@ -38,10 +41,12 @@ TRACER_NAME = "yeto_otel.dcp"
 _MODULE = "torch.distributed.checkpoint"
 _MARK = "__yeto_dcp__"
 
-# The phases of the traced load running in this context (None outside one): a nested load
-# (a custom reader that loads) is part of the outer span and gets none of its own.
-_current: contextvars.ContextVar[LoadPhases | None] = contextvars.ContextVar(
+# The phases of the traced load (or save) running in this context, None outside one: a
+# nested call (a custom reader that loads) is part of the outer span and gets none of its own.
+_loading: contextvars.ContextVar[Phases | None] = contextvars.ContextVar(
     "yeto_dcp_load", default=None)
+_saving: contextvars.ContextVar[Phases | None] = contextvars.ContextVar(
+    "yeto_dcp_save", default=None)
 
 
 class DcpInstrumentor(BaseInstrumentor):
@@ -65,57 +70,97 @@ class DcpInstrumentor(BaseInstrumentor):
     def _replace(self, module, attribute: str, make: Callable[[Callable], Callable]) -> None:
         replace_attribute(self._patched, module, attribute, make, _MARK)
 
+    def _replace_public(self, dcp, module, attribute: str, make) -> None:
+        """Wrap `module.attribute`, and the package's name for it when that is the same."""
+        original = getattr(module, attribute, None)
+        self._replace(module, attribute, make)
+        if original is not None and getattr(dcp, attribute, None) is original:
+            wrapper = getattr(module, attribute)
+            setattr(dcp, attribute, wrapper)
+            self._patched.append((dcp, attribute, original, wrapper))
+
     def _patch(self, dcp) -> None:
         loader = sys.modules.get(f"{_MODULE}.state_dict_loader")
         if loader is None:
             log_once("module", f"{_MODULE}.state_dict_loader not found: loads not traced")
+        else:
+            self._replace_public(dcp, loader, "load", lambda original: self._traced_call(
+                original, names.DCP_LOAD.name, _loading, LoadPhases))
+            self._replace(loader, "_load_state_dict", lambda original: self._traced_step(
+                original, _loading, "storage_reader"))
+        saver = sys.modules.get(f"{_MODULE}.state_dict_saver")
+        if saver is None:
+            log_once("saver", f"{_MODULE}.state_dict_saver not found: saves not traced")
             return
-        original = getattr(loader, "load", None)
-        self._replace(loader, "load", self._traced_load)
-        if original is not None and getattr(dcp, "load", None) is original:
-            wrapper = loader.load
-            dcp.load = wrapper
-            self._patched.append((dcp, "load", original, wrapper))
-        self._replace(loader, "_load_state_dict", self._traced_step)
+        self._replace_public(dcp, saver, "save", lambda original: self._traced_call(
+            original, names.DCP_SAVE.name, _saving, SavePhases, handoff.take))
+        self._replace_public(dcp, saver, "async_save", self._traced_async_save)
+        self._replace(saver, "_save_state_dict", lambda original: self._traced_step(
+            original, _saving, "storage_writer"))
 
-    def _traced_load(self, original):
+    def _traced_call(self, original, name: str, current: contextvars.ContextVar,
+                     make_phases, parent_for=None):
         @functools.wraps(original)
-        def load(*args, **kw):
-            if not self._active or _current.get() is not None:
+        def call(*args, **kw):
+            if not self._active or current.get() is not None:
                 return original(*args, **kw)
-            attributes = _checkpoint_id(kw)
+            tracer = self._tracer()
             # The failure is recorded here, not by the `with`: DCP's CheckpointException is a
             # BaseException, which the SDK's current-span block lets pass unrecorded.
-            with self._tracer().start_as_current_span(
-                    names.DCP_LOAD.name, attributes=attributes, record_exception=False,
-                    set_status_on_exception=False) as span:
-                phases = LoadPhases(span, self._tracer())
-                token = _current.set(phases)
+            with tracer.start_as_current_span(
+                    name, context=_parent(parent_for, kw), attributes=_checkpoint_id(kw),
+                    record_exception=False, set_status_on_exception=False) as span:
+                phases = make_phases(span, tracer)
+                token = current.set(phases)
                 try:
                     return original(*args, **kw)
                 except BaseException as exc:
                     phases.failed(exc)
                     raise
                 finally:
-                    _current.reset(token)
+                    current.reset(token)
                     phases.finish()
 
-        return load
+        return call
 
-    def _traced_step(self, original):
+    def _traced_step(self, original, current: contextvars.ContextVar, keyword: str):
         @functools.wraps(original)
-        def _load_state_dict(*args, **kw):
-            phases = _current.get()
+        def step(*args, **kw):
+            phases = current.get()
             if not self._active or phases is None:
                 return original(*args, **kw)
-            reader = kw.get("storage_reader", args[1] if len(args) > 1 else None)
-            watched = phases.watch(reader) if reader is not None else None
+            storage = kw.get(keyword, args[1] if len(args) > 1 else None)
+            watched = phases.watch(storage) if storage is not None else None
             try:
                 return original(*args, **kw)
             finally:
                 phases.unwatch(watched)
 
-        return _load_state_dict
+        return step
+
+    def _traced_async_save(self, original):
+        @functools.wraps(original)
+        def async_save(*args, **kw):
+            if not self._active or _saving.get() is not None:
+                return original(*args, **kw)
+            tracer = self._tracer()
+            with tracer.start_as_current_span(
+                    names.DCP_ASYNC_SAVE.name, attributes=_checkpoint_id(kw),
+                    record_exception=False, set_status_on_exception=False) as span:
+                phases = Phases(span, tracer)  # the staging copy's anonymous memory, the rank
+                upload = AsyncUpload(tracer, kw)
+                try:
+                    returned = original(*args, **kw)
+                except BaseException as exc:
+                    phases.failed(exc)
+                    upload.end(exc)
+                    raise
+                finally:
+                    phases.finish()
+                upload.follow(returned)
+                return returned
+
+        return async_save
 
     def _uninstrument(self, **kwargs: Any) -> None:
         self._active = False  # wrappers still held elsewhere now call straight through
@@ -128,10 +173,22 @@ class DcpInstrumentor(BaseInstrumentor):
         self._patched = []
 
 
-def _checkpoint_id(kw: dict) -> dict[str, str]:
-    """The path attribute from `checkpoint_id`, until the reader says better; never raises."""
+def _parent(parent_for, kw: dict):
+    """The context a save DCP runs for an async_save continues (None: the current one)."""
+    if parent_for is None:
+        return None
     try:
-        checkpoint_id = kw.get("checkpoint_id")
-        return {} if checkpoint_id is None else {names.DCP_PATH.name: str(checkpoint_id)}
+        return parent_for(save_key(kw))
+    except Exception as exc:
+        log_once("handoff", f"async save not linked: {type(exc).__name__}: {exc}")
+        return None
+
+
+def _checkpoint_id(kw: dict) -> dict[str, str]:
+    """The path attribute from the writer's path or `checkpoint_id`, until the storage object
+    says better; never raises."""
+    try:
+        path = getattr(kw.get("storage_writer"), "path", None) or kw.get("checkpoint_id")
+        return {} if path is None else {names.DCP_PATH.name: str(path)}
     except Exception:
         return {}

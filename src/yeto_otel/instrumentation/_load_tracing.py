@@ -1,17 +1,21 @@
 """What the load instrumentors (torch.load, safetensors, DCP) share: the tracer a process
 traces its loads with, putting a wrapper in place of a module's function (and recording it
-for uninstrument), and logging each kind of measuring failure once."""
+for uninstrument), logging each kind of measuring failure once, and the mark that a DCP
+load is reading its items (so the `torch.load` it makes per item gets no span of its own)."""
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import logging
 import threading
-from typing import Callable
+from typing import Callable, Iterator
 
 from ..otel import process_pipeline
 from ..version import __version__
 
-__all__ = ["OnceLog", "replace_attribute", "tracer_here"]
+__all__ = ["OnceLog", "checkpoint_items_read", "reading_checkpoint_items", "replace_attribute",
+           "tracer_here"]
 
 
 def tracer_here(configured, name: str):
@@ -55,3 +59,25 @@ class OnceLog:
             self._logged.add(kind)
         self._log.warning("%s: %s (logged once; later spans carry %s)", self._what, message,
                           self._attribute)
+
+
+# True while a traced DCP load's storage reader reads in this context. FileSystemReader
+# calls torch.load once per tensor item (hundreds per rank for a real model); the read span
+# counts them instead. Threads a reader starts itself do not inherit the mark.
+_reading_items: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "yeto_reading_checkpoint_items", default=False)
+
+
+@contextlib.contextmanager
+def checkpoint_items_read() -> Iterator[None]:
+    """Marks the block as a DCP load reading its items."""
+    token = _reading_items.set(True)
+    try:
+        yield
+    finally:
+        _reading_items.reset(token)
+
+
+def reading_checkpoint_items() -> bool:
+    """Whether a traced DCP load is reading its items in this context."""
+    return _reading_items.get()

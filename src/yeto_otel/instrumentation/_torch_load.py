@@ -1,4 +1,6 @@
-"""`TorchLoadInstrumentor`: a `torch.load` span around every torch.load call in the process.
+"""`TorchLoadInstrumentor`: a `torch.load` span around every torch.load call in the process,
+except those a traced DCP load makes for each item it reads (its `dcp.load.read` span
+counts them).
 
     TorchLoadInstrumentor().instrument(tracer_provider=provider)
 
@@ -14,11 +16,12 @@ from typing import Any, Collection
 
 from opentelemetry import trace
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
+from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 
 from .. import names
 from ..proc import ResidencyProbe
 from ..version import __version__
-from ._load_tracing import tracer_here
+from ._load_tracing import reading_checkpoint_items, tracer_here
 from ._post_import import when_imported
 
 __all__ = ["TorchLoadInstrumentor"]
@@ -54,6 +57,10 @@ class TorchLoadInstrumentor(BaseInstrumentor):
 
         @functools.wraps(original)
         def traced_load(f, *args, **kw):
+            # One item of a DCP load (its read span counts it), or a caller that suppressed
+            # instrumentation (OpenTelemetry's convention; the anchor save's layout lookup).
+            if reading_checkpoint_items() or not is_instrumentation_enabled():
+                return original(f, *args, **kw)
             path = _path_of(f)
             mapped = bool(kw.get("mmap"))
             attributes: dict[str, Any] = {names.TORCH_LOAD_MMAP.name: mapped}

@@ -1,0 +1,117 @@
+"""What follows a `torch.distributed.checkpoint.async_save` call after it returns.
+
+The call stages the state dict (a copy, in CPU memory by default) and hands a `save` to a
+background executor; it returns a future (or an `AsyncSaveResponse` whose
+`upload_completion` is one). `AsyncUpload` is the `dcp.async_save.upload` span, a child of
+the call's span, started with the call and ended by the future's done callback: nothing
+waits for it, and the caller is never blocked. A future that never completes leaves the span
+unended, so it is never exported; nothing else is held but the callback the future keeps.
+
+The background `save` runs in a thread that does not inherit the caller's context; its own
+`dcp.save` span finds its parent, the upload span, through `handoff`, keyed by the storage
+writer the save is given (or its `checkpoint_id`). A save the thread-based executor runs
+takes it; any other save (the caller's own, on the caller's thread) never does.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+from opentelemetry import trace
+
+from .. import names
+from ._dcp_phases import end_span, log_once
+
+__all__ = ["AsyncUpload", "handoff", "save_key"]
+
+
+def save_key(kw: dict) -> tuple | None:
+    """What identifies one save across the hand-off: its writer, else its path; never raises."""
+    try:
+        writer = kw.get("storage_writer")
+        if writer is not None:
+            return ("writer", id(writer))
+        checkpoint_id = kw.get("checkpoint_id")
+        return None if checkpoint_id is None else ("path", os.fsdecode(checkpoint_id))
+    except Exception:
+        return None
+
+
+class _Handoff:
+    """Parent contexts offered by async_save calls, each taken by the first save for the same
+    key on another thread, or withdrawn when the upload ends."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._waiting: dict[tuple, tuple[Any, int]] = {}
+
+    def offer(self, key: tuple, context) -> None:
+        with self._lock:
+            self._waiting[key] = (context, threading.get_ident())
+
+    def take(self, key: tuple | None):
+        if key is None:
+            return None
+        with self._lock:
+            entry = self._waiting.get(key)
+            if entry is None or entry[1] == threading.get_ident():
+                return None
+            del self._waiting[key]
+            return entry[0]
+
+    def withdraw(self, key: tuple, context) -> None:
+        with self._lock:
+            entry = self._waiting.get(key)
+            if entry is not None and entry[0] is context:
+                del self._waiting[key]
+
+
+handoff = _Handoff()
+
+
+class AsyncUpload:
+    """Created inside the `dcp.async_save` span (the current one) before the call goes on."""
+
+    def __init__(self, tracer, kw: dict):
+        self._lock = threading.Lock()
+        self._span = None
+        self._key = save_key(kw)
+        self._context = None
+        try:
+            self._span = tracer.start_span(names.DCP_ASYNC_SAVE_UPLOAD.name)
+            self._context = trace.set_span_in_context(self._span)
+            if self._key is not None:
+                handoff.offer(self._key, self._context)
+        except Exception as exc:
+            log_once("upload", f"upload not traced: {type(exc).__name__}: {exc}")
+
+    def follow(self, returned: Any) -> None:
+        """End the upload span when what async_save returned completes."""
+        future = getattr(returned, "upload_completion", returned)
+        try:
+            future.add_done_callback(self._done)
+        except Exception as exc:  # not a future: the upload's end is taken now
+            log_once("upload future", f"upload end taken at return: {type(exc).__name__}: {exc}")
+            self.end()
+
+    def _done(self, future) -> None:
+        # Runs on the thread that completes the future: never raises into it.
+        try:
+            error = future.exception() if hasattr(future, "exception") else None
+        except BaseException as exc:  # CancelledError
+            error = exc
+        self.end(error)
+
+    def end(self, exc: BaseException | None = None) -> None:
+        with self._lock:
+            span, self._span = self._span, None
+        if span is None:
+            return
+        try:
+            if self._key is not None:
+                handoff.withdraw(self._key, self._context)
+            end_span(span, exc)
+        except Exception as error:
+            log_once("upload end", f"upload span not ended: {type(error).__name__}: {error}")
