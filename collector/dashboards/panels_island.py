@@ -1,5 +1,6 @@
 """The island-restart dashboard: what a restart's anchor resume cost each rank, the memory
-around it, and the resume spans in Tempo or Jaeger (docs/dashboards.md)."""
+around it, and the resume spans with the checkpoint loads and saves beside them in Tempo or
+Jaeger (docs/dashboards.md)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,16 @@ from typing import Any, Optional
 from yeto_otel.census import ANONYMOUS, NODE_ANON_PAGES, NODE_AVAILABLE, RSS
 from yeto_otel.names import (ANCHORS_ANONYMOUS_DELTA, ANCHORS_BYTES_MAPPED,
                              ANCHORS_BYTES_TOUCHED, ANCHORS_FILE_SIZE, ANCHORS_LOAD_MODE,
-                             FRAGMENT_DONE, RESUME_ANCHORS, RESUME_BYTES_MAPPED,
-                             RESUME_BYTES_TOUCHED)
+                             ANCHORS_PATH, ANCHORS_TENSOR_COUNT, DCP_ANONYMOUS_DELTA,
+                             DCP_ASYNC_SAVE, DCP_BYTES_READ, DCP_BYTES_WRITTEN, DCP_ITEMS_READ,
+                             DCP_ITEMS_WRITTEN, DCP_LOAD, DCP_PATH, DCP_SAVE, FRAGMENT_DONE,
+                             RESUME_ANCHORS, RESUME_BYTES_MAPPED, RESUME_BYTES_TOUCHED,
+                             SAFETENSORS_ANONYMOUS_DELTA, SAFETENSORS_BYTES_MAPPED,
+                             SAFETENSORS_BYTES_TOUCHED, SAFETENSORS_DATA_SIZE,
+                             SAFETENSORS_FILE_SIZE, SAFETENSORS_LOAD, SAFETENSORS_LOAD_FILE,
+                             SAFETENSORS_PATH, SAFETENSORS_SAFE_OPEN, SAFETENSORS_TENSOR_COUNT,
+                             TORCH_LOAD, TORCH_LOAD_BYTES_MAPPED, TORCH_LOAD_FILE_SIZE,
+                             TORCH_LOAD_PATH)
 
 from dashboard_kit import (DASHED_REF, ISLAND_RESTART_UID, JAEGER, PROMETHEUS, TEMPO, Layout,
                            bargauge, base_dashboard, cogbuilder, cogvariants, common,
@@ -20,11 +29,23 @@ from dashboard_names import (CLUSTER, HOST_NAME_ATTRIBUTE, JOB, LOAD_MODE, NODE_
                              metric_name, node_gauge, rank_series, resource_attribute,
                              span_attribute)
 
-# Span names and attributes (docs/spans.md).
+# Span names and attributes (docs/spans.md): the resume span first, then every checkpoint
+# load and save a rank's trainer makes (safetensors, DCP, torch.load).
 RESUME_SPAN = RESUME_ANCHORS.name
-SPAN_BYTE_ATTRIBUTES = tuple(attribute.name for attribute in (
-    ANCHORS_BYTES_MAPPED, ANCHORS_BYTES_TOUCHED, ANCHORS_ANONYMOUS_DELTA, ANCHORS_FILE_SIZE))
-ISLAND_VARIABLES_CARRIED = ("prometheus", "cluster", "host", "rank", "service", "tempo", "jaeger")
+CHECKPOINT_SPANS = tuple(span.name for span in (
+    RESUME_ANCHORS, SAFETENSORS_LOAD_FILE, SAFETENSORS_SAFE_OPEN, SAFETENSORS_LOAD, DCP_LOAD,
+    DCP_SAVE, DCP_ASYNC_SAVE, TORCH_LOAD))
+# The byte attributes (one column each, in bytes), then the rest a row is read by.
+SPAN_BYTE_ATTRIBUTES = tuple(dict.fromkeys(attribute.name for attribute in (
+    ANCHORS_BYTES_MAPPED, ANCHORS_BYTES_TOUCHED, ANCHORS_ANONYMOUS_DELTA, ANCHORS_FILE_SIZE,
+    SAFETENSORS_BYTES_MAPPED, SAFETENSORS_BYTES_TOUCHED, SAFETENSORS_ANONYMOUS_DELTA,
+    SAFETENSORS_FILE_SIZE, SAFETENSORS_DATA_SIZE, DCP_BYTES_READ, DCP_BYTES_WRITTEN,
+    DCP_ANONYMOUS_DELTA, TORCH_LOAD_BYTES_MAPPED, TORCH_LOAD_FILE_SIZE)))
+SPAN_OTHER_ATTRIBUTES = tuple(attribute.name for attribute in (
+    ANCHORS_LOAD_MODE, ANCHORS_TENSOR_COUNT, SAFETENSORS_TENSOR_COUNT, DCP_ITEMS_READ,
+    DCP_ITEMS_WRITTEN, ANCHORS_PATH, SAFETENSORS_PATH, DCP_PATH, TORCH_LOAD_PATH))
+ISLAND_VARIABLES_CARRIED = ("prometheus", "cluster", "host", "rank", "service", "tempo", "jaeger",
+                            "operation")
 
 
 # --- Jaeger queries ------------------------------------------------------------------------
@@ -80,21 +101,25 @@ def _trace_link(trace_id: str) -> list[dict[str, object]]:
 
 def _byte_columns() -> str:
     """A regexp matching the byte attributes' columns by their last name part."""
-    return "/" + "|".join(name.rsplit(".", 1)[-1] for name in SPAN_BYTE_ATTRIBUTES) + "/"
+    parts = dict.fromkeys(name.rsplit(".", 1)[-1] for name in SPAN_BYTE_ATTRIBUTES)
+    return "/(" + "|".join(parts) + ")$/"
 
 
 def tempo_search() -> table.Panel:
-    selected = ", ".join([span_attribute(a) for a in SPAN_BYTE_ATTRIBUTES]
-                         + [span_attribute(ANCHORS_LOAD_MODE.name),
-                            resource_attribute(RANK_ATTRIBUTE),
+    selected = ", ".join([span_attribute(a) for a in SPAN_BYTE_ATTRIBUTES + SPAN_OTHER_ATTRIBUTES]
+                         + [resource_attribute(RANK_ATTRIBUTE),
                             resource_attribute(HOST_NAME_ATTRIBUTE)])
-    query = (f'{{{resource_attribute(SERVICE_NAME_ATTRIBUTE)}="$service" && '
-             f'name="{RESUME_SPAN}"}} | select({selected})')
-    return (table.Panel().title("Resume spans (Tempo)").datasource(TEMPO)
+    names = " || ".join(f'name="{name}"' for name in CHECKPOINT_SPANS)
+    query = (f'{{{resource_attribute(SERVICE_NAME_ATTRIBUTE)}="$service" && ({names})}} '
+             f'| select({selected})')
+    return (table.Panel().title("Resume and checkpoint spans (Tempo)").datasource(TEMPO)
             .description(
-                f"Every `{RESUME_SPAN}` span of the service in the time range, one row per "
-                "rank's resume, with the bytes mapped and touched and the anonymous-memory delta. "
-                "Click a Span ID to show its trace in the panel below.")
+                f"Every `{RESUME_SPAN}` span of the service in the time range (one row per "
+                "rank's resume) and every checkpoint load and save beside them ("
+                + ", ".join(f"`{name}`" for name in CHECKPOINT_SPANS[1:]) + "), with the "
+                "bytes mapped, touched, read or written and the anonymous-memory delta; a cell "
+                "is empty where the span has no such attribute. The `torch.load` inside a "
+                "resume has a row too. Click a Span ID to show its trace in the panel below.")
             .with_target(tempo.Dataquery().ref_id("A").datasource(TEMPO).query_type("traceql")
                          .query(query).table_type(tempo_model.SearchTableType.SPANS)
                          .limit(100).spss(20))
@@ -109,13 +134,15 @@ def tempo_search() -> table.Panel:
 
 
 def jaeger_search() -> table.Panel:
-    return (table.Panel().title("Resume traces (Jaeger)").datasource(JAEGER)
+    return (table.Panel().title("Resume and checkpoint traces (Jaeger)").datasource(JAEGER)
             .description(
-                f"Traces of the service that contain a `{RESUME_SPAN}` span, newest first "
-                "(Jaeger's search gives traces, not span attributes: open one to read them). "
-                "Click a Trace ID to show it in the panel below.")
+                "Traces of the service that contain a span of the operation chosen in the "
+                f"Operation variable (`{RESUME_SPAN}` or a checkpoint load or save), newest "
+                "first: Jaeger's search takes one operation at a time, and gives traces, not "
+                "span attributes (open one to read them). Click a Trace ID to show it in the "
+                "panel below.")
             .with_target(_Built(JaegerQuery("A", JAEGER, query_type="search", service="$service",
-                                            operation=RESUME_SPAN, limit=100)))
+                                            operation="$operation", limit=100)))
             .override_by_name("traceID", props(links=_trace_link("${__value.raw}"))))
 
 
@@ -123,7 +150,8 @@ def trace_view(title: str, ds: common.DataSourceRef, target: Any) -> dashboard.P
     return (dashboard.Panel().type("traces").title(title).datasource(ds)
             .description("The trace whose id is in the Trace ID variable (set by a click in the "
                          "search above, or typed): the resume span, its load child span and "
-                         f"its {FRAGMENT_DONE.name} events.")
+                         f"its {FRAGMENT_DONE.name} events, or a checkpoint load or save with "
+                         "its phases.")
             .with_target(target))
 
 
@@ -144,6 +172,14 @@ def _add_island_variables(builder: dashboard.Dashboard) -> None:
         "tempo", "tempo", "Tempo", "Tempo datasource (used by the Tempo row only)."))
     builder.with_variable(datasource_variable(
         "jaeger", "jaeger", "Jaeger", "Jaeger datasource (used by the Jaeger row only)."))
+    builder.with_variable(
+        dashboard.CustomVariable("operation").label("Operation")
+        .description("The span the Jaeger search looks for (Jaeger searches one operation at a "
+                     "time): the resume, or a checkpoint load or save.")
+        .values(",".join(CHECKPOINT_SPANS))
+        .options([model.VariableOption(selected=name == RESUME_SPAN, text=name, value=name)
+                  for name in CHECKPOINT_SPANS])
+        .current(model.VariableOption(selected=True, text=RESUME_SPAN, value=RESUME_SPAN)))
     builder.with_variable(
         dashboard.TextBoxVariable("trace_id").label("Trace ID").default_value("")
         .description("Trace shown in the traces panels; set by clicking a search result."))
@@ -202,12 +238,12 @@ def _memory_row(layout: Layout) -> None:
 
 
 def _trace_rows(layout: Layout) -> None:
-    layout.row("Resume traces: Tempo", collapsed=True)
+    layout.row("Resume and checkpoint traces: Tempo", collapsed=True)
     layout.add(tempo_search(), w=24, h=9)
     layout.add(trace_view("Trace (Tempo)", TEMPO,
                           tempo.Dataquery().ref_id("A").datasource(TEMPO).query_type("traceql")
                           .query("${trace_id}")), w=24, h=14)
-    layout.row("Resume traces: Jaeger", collapsed=True)
+    layout.row("Resume and checkpoint traces: Jaeger", collapsed=True)
     layout.add(jaeger_search(), w=24, h=9)
     layout.add(trace_view("Trace (Jaeger)", JAEGER,
                           _Built(JaegerQuery("A", JAEGER, query="${trace_id}"))), w=24, h=14)
@@ -217,7 +253,8 @@ def island_restart() -> dashboard.Dashboard:
     builder = base_dashboard(
         "Island restart", ISLAND_RESTART_UID,
         "What a restart's anchor resume cost each rank: bytes mapped vs touched, memory around "
-        "the restart (restarts marked), and the resume spans in Tempo or Jaeger. "
+        "the restart (restarts marked), and the resume spans with the checkpoint loads and "
+        "saves beside them in Tempo or Jaeger. "
         "See docs/dashboards.md.",
         "now-3h")
     _add_island_variables(builder)

@@ -220,23 +220,57 @@ def test_island_has_a_trace_search_and_a_trace_view_per_backend(island, backend)
         assert "${%s:queryparam}" % other in url, f"the link drops {other}"
 
 
-def test_island_tempo_search_selects_the_resume_span_bytes(island):
+# The resume span and every checkpoint load and save a trainer makes, with the byte attributes
+# of each (docs/spans.md): the trace searches find them all, side by side.
+CHECKPOINT_SPANS = {
+    "yeto.resume.anchors": ("yeto.anchors.bytes_mapped", "yeto.anchors.bytes_touched",
+                            "yeto.anchors.anonymous_delta"),
+    "safetensors.load_file": ("yeto.safetensors.bytes_mapped", "yeto.safetensors.bytes_touched",
+                              "yeto.safetensors.anonymous_delta"),
+    "safetensors.safe_open": ("yeto.safetensors.file_size",),
+    "safetensors.load": ("yeto.safetensors.data_size",),
+    "dcp.load": ("yeto.dcp.bytes_read", "yeto.dcp.anonymous_delta"),
+    "dcp.save": ("yeto.dcp.bytes_written",),
+    "dcp.async_save": (),
+    "torch.load": ("yeto.torch_load.bytes_mapped", "yeto.torch_load.file_size"),
+}
+
+
+def test_island_tempo_search_selects_the_resume_and_checkpoint_spans(island):
     search = next(p for p in panels(island) if p["datasource"]["type"] == "tempo"
                   and p["type"] == "table")
     target = search["targets"][0]
     assert target["queryType"] == "traceql" and target["tableType"] == "spans"
-    assert 'name="yeto.resume.anchors"' in target["query"]
-    for attribute in ("bytes_mapped", "bytes_touched", "anonymous_delta"):
-        assert f"span.yeto.anchors.{attribute}" in target["query"]
+    spanset, selected = re.fullmatch(r"\{(.*)\} \| select\((.*)\)", target["query"]).groups()
+    assert re.findall(r'(?<![.\w])name="([^"]+)"', spanset) == list(CHECKPOINT_SPANS)
+    assert spanset.startswith('resource.service.name="$service" && (')  # the service, any name
+    columns = selected.split(", ")
+    converted = {c["targetField"] for t in search["transformations"]
+                 if t["id"] == "convertFieldType" for c in t["options"]["conversions"]}
+    (bytes_matcher,) = [o["matcher"]["options"] for o in search["fieldConfig"]["overrides"]
+                        if {"id": "unit", "value": "bytes"} in o["properties"]]
+    bytes_columns = re.compile(bytes_matcher.strip("/"))
+    for attribute in (a for attributes in CHECKPOINT_SPANS.values() for a in attributes):
+        assert f"span.{attribute}" in columns, attribute
+        assert attribute in converted and bytes_columns.search(attribute), attribute
+    for other in ("yeto.anchors.load_mode", "yeto.safetensors.path", "yeto.dcp.items_read",
+                  "yeto.torch_load.path"):
+        assert f"span.{other}" in columns and not bytes_columns.search(other), other
     assert override_values(search, "byName", "spanID", "links")
 
 
-def test_island_jaeger_search_finds_the_resume_operation(island):
+def test_island_jaeger_search_takes_its_operation_from_a_variable(island):
+    """Jaeger's search matches one operation: a variable picks the resume or a load."""
     search = next(p for p in panels(island) if p["datasource"]["type"] == "jaeger"
                   and p["type"] == "table")
     target = search["targets"][0]
     assert target["queryType"] == "search"
-    assert target["operation"] == "yeto.resume.anchors" and target["service"] == "$service"
+    assert target["operation"] == "$operation" and target["service"] == "$service"
+    operation = variables(island)["operation"]
+    assert operation["type"] == "custom" and not operation["multi"]
+    assert operation["query"].split(",") == list(CHECKPOINT_SPANS)
+    assert [o["value"] for o in operation["options"]] == list(CHECKPOINT_SPANS)
+    assert operation["current"]["value"] == "yeto.resume.anchors"
     assert override_values(search, "byName", "traceID", "links")
 
 
