@@ -36,6 +36,7 @@ __all__ = [
     "load_settings",
     "local_exporters_selected",
     "otlp_endpoint",
+    "otlp_exporter_variables",
     "parse_setting",
     "set_environment_defaults",
 ]
@@ -173,6 +174,14 @@ def local_exporters_selected(environ: Mapping[str, str] | None = None) -> bool:
 def otlp_endpoint(environ: Mapping[str, str] | None = None) -> str | None:
     env = os.environ if environ is None else environ
     return env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or None
+
+
+def otlp_exporter_variables(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The standard `OTEL_EXPORTER_OTLP_*` variables that are set (empty means unset), for a
+    command that sends OTLP itself (`yeto-otel replay`) and resolves them as the exporters do."""
+    env = os.environ if environ is None else environ
+    return {name: value for name, value in env.items()
+            if name.startswith("OTEL_EXPORTER_OTLP_") and value.strip()}
 
 
 # Standard SDK variables that yeto's distro sets when the user has not. Without an endpoint

@@ -3,6 +3,7 @@
     yeto-otel census [--json] [--watch SECONDS [--count N]]
     yeto-otel demo [options]          a realistic island restart, end to end
     yeto-otel report DIR [-o FILE]    one offline HTML page from the local telemetry files
+    yeto-otel replay DIR [options]    send the local telemetry files to a collector (OTLP/HTTP)
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ def _parser() -> argparse.ArgumentParser:
 
     # demo and report live in their own modules; they import their heavier dependencies
     # (torch, plotly) only when they run.
-    from . import demo, report
+    from . import demo, replay, report
 
     demo_parser = commands.add_parser("demo", help="save synthetic anchors, restart from them, "
                                                    "and run a few training-like steps")
@@ -68,6 +69,11 @@ def _parser() -> argparse.ArgumentParser:
                                                        "from the local telemetry files")
     report.add_arguments(report_parser)
     report_parser.set_defaults(run=report.run)
+    replay_parser = commands.add_parser("replay", help="send the local telemetry files to a "
+                                                       "collector's OTLP/HTTP endpoint, "
+                                                       "resuming where the last run stopped")
+    replay.add_arguments(replay_parser)
+    replay_parser.set_defaults(run=replay.run)
     return parser
 
 
