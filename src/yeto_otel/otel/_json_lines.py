@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ..units import format_bytes
 
-__all__ = ["BadLine", "MAX_LINE_BYTES", "read_json_lines"]
+__all__ = ["BadLine", "MAX_LINE_BYTES", "iter_json_lines", "read_json_lines"]
 
 # The longest line read. The largest lines a real export writes: a batch of 512 restart spans
 # (the batch processor's most) with 32 fragment_done events each is 3.6 MiB, 512 spans at the
@@ -41,6 +41,18 @@ def read_json_lines(path: Path, max_line: int = MAX_LINE_BYTES
     Raises OSError when the file cannot be read."""
     good: list[tuple[int, object]] = []
     bad: list[BadLine] = []
+    for number, value, problem in iter_json_lines(path, max_line):
+        if problem is None:
+            good.append((number, value))
+        else:
+            bad.append(problem)
+    return good, bad
+
+
+def iter_json_lines(path: Path, max_line: int = MAX_LINE_BYTES):
+    """(line number, decoded JSON value, None) or (line number, None, BadLine) for each line
+    of a JSON lines file, one at a time (what `read_json_lines` collects): memory holds one
+    line, whatever the file's size. Raises OSError when the file cannot be opened or read."""
     with open(path, "rb") as handle:
         number = 0
         while raw := handle.readline(max_line + 1):
@@ -49,18 +61,18 @@ def read_json_lines(path: Path, max_line: int = MAX_LINE_BYTES
             if not ended and len(raw) > max_line:
                 del raw  # let it go before the rest of the line is read past
                 _skip_rest_of_line(handle)
-                bad.append(BadLine(path, number, f"longer than {format_bytes(max_line)}: "
-                                                 "skipped unread (no export writes such lines)"))
+                yield number, None, BadLine(path, number, f"longer than {format_bytes(max_line)}"
+                                                          ": skipped unread (no export writes "
+                                                          "such lines)")
                 continue
             if not raw.strip():
                 continue
             value, reason = _decode(raw)
             if reason is None:
-                good.append((number, value))
+                yield number, value, None
             else:
                 cut = "" if ended else "half-written last line (no newline at its end), "
-                bad.append(BadLine(path, number, cut + reason))
-    return good, bad
+                yield number, None, BadLine(path, number, cut + reason)
 
 
 def _skip_rest_of_line(handle) -> None:

@@ -9,6 +9,7 @@ it fails.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -201,3 +202,43 @@ def test_workers_page_renders_and_groups_workers_by_rank(workers_page_file, brow
     assert not errors, errors
     page.close()
 
+
+
+@pytest.fixture(scope="module")
+def day_page_file(tmp_path_factory) -> Path:
+    """The page of a synthetic day: 8 ranks exporting the census every 10 s for 24 h (about
+    350 MB of metrics, templated from a real export: `benchmarks/telemetry_day`). The files
+    are deleted once the page is written."""
+    spec = importlib.util.spec_from_file_location(
+        "telemetry_day", REPO / "benchmarks" / "telemetry_day" / "__init__.py")
+    day = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(day)
+    directory = tmp_path_factory.mktemp("day")
+    try:
+        day.write_day(directory, day.template_batch(), hours=24, ranks=8)
+        page = _report(tmp_path_factory, directory)
+    finally:
+        shutil.rmtree(directory)
+    return page
+
+
+def test_the_page_of_a_day_of_eight_ranks_loads_and_plots(day_page_file, browser):
+    assert day_page_file.stat().st_size <= 10_000_000
+    page, errors, requests = _open_offline(browser, day_page_file)
+    charts, drawn = _drawn_charts(page)
+    assert charts[0] == "census-process"
+    for chart in drawn:
+        assert chart["traces"] > 0 and chart["drawn"] >= chart["traces"] * 0.5, chart
+    # every rank's anonymous memory drawn over the whole day, downsampled
+    lines = page.evaluate("""() => document.getElementById('census-process').data
+        .filter(t => t.type === 'scatter' && t.hovertemplate.includes('memory.anonymous'))
+        .map(t => ({name: t.name, n: t.x.length, first: t.x[0], last: t.x[t.x.length - 1]}))""")
+    assert sorted(line["name"] for line in lines) == [f"rank {r}" for r in range(8)]
+    for line in lines:
+        assert 100 < line["n"] < 24 * 360 / 3, line
+        assert line["last"] - line["first"] > 23.9 * 3600 * 1000, line  # ms: the whole day
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "report-day.png"), full_page=False)
+    assert not requests, f"the page fetched from the network: {requests[:5]}"
+    assert not errors, errors
+    page.close()

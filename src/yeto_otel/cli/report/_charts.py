@@ -30,7 +30,8 @@ CHART_IDS = {
     "census-allocator": "Host (pinned) allocator levels per rank",
     "census-rates": "Running totals as rates per second, per rank",
     "census-node": "Node memory",
-    "restart-bytes": "Restarts: anchor bytes mapped vs touched, per rank",
+    "restart-bytes": "Restarts and checkpoint loads and saves: bytes mapped vs touched, "
+                     "per rank",
     "steplog-memory": "Step log: host memory over step",
 }
 
@@ -144,7 +145,7 @@ def _worker_panels(data: Telemetry, roster: Roster) -> list:
         return roster.is_worker(series.instance)
 
     def erred(series: Series) -> bool:
-        return worker(series) and any(p.value for p in series.points)
+        return worker(series) and (series.nonzero or any(p.value for p in series.points))
 
     return (panels_of(data, kinds=_LEVEL_KINDS, prefix=PROCESS_PREFIX,
                       declared=_WORKER_PANELS, keep=worker) +

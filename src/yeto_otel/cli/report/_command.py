@@ -13,6 +13,7 @@ from pathlib import Path
 from ...errors import UserFacingError
 from ._header import skipped_records
 from ._page import build_html
+from ._progress import Progress
 from ._telemetry import PATTERNS, Telemetry, load_telemetry
 
 __all__ = ["add_arguments", "run"]
@@ -78,7 +79,7 @@ def _nothing_usable(data: Telemetry) -> UserFacingError:
     found = sum(len(v) for v in data.files.values())
     details = []
     if data.bad_lines:
-        details.append(f"{len(data.bad_lines)} corrupt line(s) skipped, e.g. "
+        details.append(f"{data.bad_line_count} corrupt line(s) skipped, e.g. "
                        f"{data.bad_lines[0]}")
     details += skipped_records(data)
     if data.empty_files:
@@ -96,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     directory = Path(args.directory).expanduser()
     _check_directory(directory)
     output = _output_path(args, directory)
-    data = load_telemetry(directory)
+    data = load_telemetry(directory, Progress())
     if not any(data.files.values()):
         raise UserFacingError(
             f"report: no telemetry files in {directory} (expected " +
@@ -132,8 +133,8 @@ def _write(page: str, output: Path) -> None:
 def _warn(data: Telemetry) -> None:
     """What was skipped, on stderr too: the page is written, but not everything is in it."""
     if data.bad_lines:
-        files = sorted({b.path.name for b in data.bad_lines})
-        print(f"yeto-otel: warning: skipped {len(data.bad_lines)} corrupt line(s) in "
+        files = sorted(data.bad_files)
+        print(f"yeto-otel: warning: skipped {data.bad_line_count} corrupt line(s) in "
               f"{', '.join(files)} (first: {data.bad_lines[0]}); the page lists them",
               file=sys.stderr)
     for line in skipped_records(data):

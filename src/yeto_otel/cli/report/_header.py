@@ -127,7 +127,7 @@ def _size(path: Path) -> int:
 
 def _found(data: Telemetry) -> str:
     restarts = [(i, s) for i, s in data.spans if s.name == RESTART_SPAN]
-    points = sum(len(s.points) for s in data.series.values())
+    points = sum(s.read or len(s.points) for s in data.series.values())
     return (f"{points:,} metric points in {len(data.series)} series; "
             f"{len(data.spans)} spans ({len(restarts)} restarts on "
             f"{len({i for i, _ in restarts})} ranks); {len(data.logs)} log records; "
@@ -137,12 +137,12 @@ def _found(data: Telemetry) -> str:
 def _skipped(data: Telemetry) -> str:
     skipped = []
     if data.bad_lines:
-        bad = data.bad_lines
+        bad, count = data.bad_lines, data.bad_line_count
         first = "".join(f"<li><code>{esc(b)}</code></li>" for b in bad[:_LISTED_BAD_LINES])
-        more = (f"<li>… and {len(bad) - _LISTED_BAD_LINES} more</li>"
-                if len(bad) > _LISTED_BAD_LINES else "")
-        skipped.append(f"<span class=warn>{len(bad)} corrupt "
-                       f"line{'s' if len(bad) != 1 else ''} skipped</span>"
+        more = (f"<li>… and {count - _LISTED_BAD_LINES} more</li>"
+                if count > _LISTED_BAD_LINES else "")
+        skipped.append(f"<span class=warn>{count} corrupt "
+                       f"line{'s' if count != 1 else ''} skipped</span>"
                        f"<ul>{first}{more}</ul>")
     skipped += [f"<span class=warn>{esc(line)}</span>" for line in skipped_records(data)]
     if data.unreadable:
@@ -172,7 +172,8 @@ def _not_plotted(data: Telemetry) -> dict[str, int]:
     found = dict(data.not_plotted)
     for s in data.series.values():
         if not s.metric.startswith(PLOTTED_PREFIXES) and s.metric not in SHOWN_ELSEWHERE:
-            found[f"metric {s.metric}"] = found.get(f"metric {s.metric}", 0) + len(s.points)
+            found[f"metric {s.metric}"] = found.get(f"metric {s.metric}", 0) + \
+                (s.read or len(s.points))
     for _, span in data.spans:
         if not is_timeline_span(span.name):
             found[f"span {span.name}"] = found.get(f"span {span.name}", 0) + 1

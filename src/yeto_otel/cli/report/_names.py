@@ -18,8 +18,8 @@ from ...census import (ALLOCATOR_PREFIX, CENSUS, CENSUS_ERRORS, NODE_AVAILABLE, 
 from ...otel import LOCAL_RANK_ATTRIBUTE, RANK_ATTRIBUTE, WORLD_SIZE_ATTRIBUTE
 
 __all__ = ["ALLOCATOR_PREFIX", "CENSUS_PREFIX", "DEMO_SPAN_PREFIX", "FRAGMENT_EVENT",
-           "HOST_NAME", "LOCAL_RANK_ATTRIBUTE", "NODE_PREFIX", "PROCESS_PREFIX",
-           "RANK_ATTRIBUTE", "RESTART_SPAN", "SERVICE_INSTANCE_ID", "SHORT_PREFIXES",
+           "HOST_NAME", "LOAD_SPANS", "LOCAL_RANK_ATTRIBUTE", "NODE_PREFIX", "PROCESS_PREFIX",
+           "RANK_ATTRIBUTE", "RESTART_SPAN", "SAVE_SPANS", "SERVICE_INSTANCE_ID", "SHORT_PREFIXES",
            "STEP_LOG_ALLOCATOR_PREFIX", "STEP_LOG_ALLOCATOR_PART", "STEP_LOG_NODE_PREFIX",
            "STEP_LOG_PREFIX", "TIMELINE_SPANS", "WORLD_SIZE_ATTRIBUTE", "YETO_PREFIX",
            "allocator_flag_key", "is_timeline_span", "namespace"]
@@ -58,10 +58,17 @@ def allocator_flag_key(key: str) -> str | None:
     return None
 
 
-# Spans: the restart window, the spans drawn on its time axis, and the demo's own spans
-# (any span of the demo's namespace is drawn too).
+# Spans: the restart window, the checkpoint loads and saves drawn beside it, the spans drawn
+# on its time axis (the loads' and saves' own phases too), and the demo's own spans (any span
+# of the demo's namespace is drawn too).
 RESTART_SPAN = names.RESUME_ANCHORS.name
-TIMELINE_SPANS = (RESTART_SPAN, names.RESUME_ANCHORS_LOAD.name, names.TORCH_LOAD.name)
+LOAD_SPANS = (names.SAFETENSORS_LOAD_FILE.name, names.SAFETENSORS_SAFE_OPEN.name,
+              names.SAFETENSORS_LOAD.name, names.DCP_LOAD.name, names.TORCH_LOAD.name)
+SAVE_SPANS = (names.DCP_SAVE.name, names.DCP_ASYNC_SAVE.name)
+TIMELINE_SPANS = (RESTART_SPAN, names.RESUME_ANCHORS_LOAD.name, names.TORCH_LOAD.name,
+                  *LOAD_SPANS[:-1], names.DCP_LOAD_PLAN.name, names.DCP_LOAD_READ.name,
+                  names.DCP_SAVE.name, names.DCP_SAVE_PLAN.name, names.DCP_SAVE_WRITE.name,
+                  names.DCP_ASYNC_SAVE.name, names.DCP_ASYNC_SAVE_UPLOAD.name)
 DEMO_SPAN_PREFIX = namespace(names.DEMO_STEP.name, 1)  # "demo."
 FRAGMENT_EVENT = names.FRAGMENT_DONE.name
 

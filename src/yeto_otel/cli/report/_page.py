@@ -51,8 +51,8 @@ _WHAT = {
     "census-process": "Per-rank levels from /proc/self, ranks only (their DataLoader workers "
                       "are in the next chart). A restarted rank's launches keep its colour, "
                       f"each with its own legend entry and marker ({_LAUNCHES}). The bottom "
-                      "lane shows the restart spans on the same time axis (a worker's "
-                      "torch.load on a lane under its rank); hover a bar for bytes mapped / "
+                      "lane shows the restart and checkpoint-load spans on the same time axis "
+                      "(a worker's torch.load on a lane under its rank); hover a bar for bytes mapped / "
                       "touched.",
     "dataloader-workers": "Each DataLoader worker in a shade of its rank's colour, the legend "
                           "grouped by rank (a click hides that rank's workers). A worker slot "
@@ -66,9 +66,13 @@ _WHAT = {
     "census-rates": "Monotonic counters turned into per-second rates between consecutive "
                     "exports; a gap marks a new process.",
     "census-node": "Observed once per host (by local rank 0).",
-    "restart-bytes": f"One group per restart and rank (`{RESTART_SPAN}`): a mapped load "
-                     "touches only what the catch-up read; an eager load reads the whole file "
-                     "into anonymous memory. The gauges "
+    "restart-bytes": f"One group per restart and rank (`{RESTART_SPAN}`) and per checkpoint "
+                     "load or save of a rank (safetensors, DCP, a torch.load outside a "
+                     "restart; the bar pattern and the legend group say which): a mapped load touches only "
+                     "what was read; an eager load reads the whole file into anonymous "
+                     "memory. A bar is missing where the span has no such number (DCP maps "
+                     "nothing; a torch.load measures no touched bytes). DataLoader workers' "
+                     "loads are on the timeline only. The gauges "
                      f"{' and '.join(f'`{n}`' for n in sorted(SHOWN_ELSEWHERE))} hold the same "
                      "bytes mapped / touched (the last resume of each process): they are "
                      "shown here, not drawn again.",

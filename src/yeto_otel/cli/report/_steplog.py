@@ -5,25 +5,18 @@ table of the last records is `_steplog_table`."""
 from __future__ import annotations
 
 from ...census import CENSUS, Kind
-from ._format import DASHES, RANK_COLORS, byte_scale, esc, number
+from ._format import DASHES, RANK_COLORS, byte_scale, esc
 from ._names import (STEP_LOG_ALLOCATOR_PART, STEP_LOG_ALLOCATOR_PREFIX, STEP_LOG_NODE_PREFIX,
-                     STEP_LOG_PREFIX, allocator_flag_key)
+                     STEP_LOG_PREFIX)
 from ._roster import Roster
-from ._telemetry import STEP_FIELD, TIME_FIELD, Telemetry
+from ._steplog_fold import CHARTED_EXTRA, STEP_FIELD, TIME_FIELD, steplog_level
+from ._telemetry import Telemetry
 
 __all__ = ["STEP_KEYS", "STEP_RECORD_FIELDS", "step_log_files", "steplog_chart", "steplog_level"]
 
 STEP_KEYS = {m.step_log_key: m for m in CENSUS if m.step_log_key}
-# A step record's own fields (not census keys), and what the demo trainer adds to them.
-STEP_RECORD_FIELDS = _STEP, _TIME = STEP_FIELD, TIME_FIELD
-_EXTRA = ("loss",)
-
-
-def steplog_level(record: dict, key: str) -> bool:
-    """Whether `record[key]` is a level: an allocator `.current` is one only once `.freed` has
-    moved (the step log's `<stat>.current_is_gauge` flag); until then it is the running total."""
-    flag = allocator_flag_key(key)
-    return flag is None or record.get(flag, True) is not False
+# A step record's own fields (not census keys).
+STEP_RECORD_FIELDS = STEP_FIELD, TIME_FIELD
 
 
 def _is_level(key: str) -> bool:
@@ -37,18 +30,13 @@ def _is_level(key: str) -> bool:
 
 def _steplog_panels(data: Telemetry) -> list[tuple[str, list[str], bool]]:
     """[(title, keys, in bytes)] of the panels that have data, in page order."""
-    keys: list[str] = []
-    for _, record in data.steps:
-        for key, value in record.items():
-            if key.startswith(STEP_LOG_PREFIX) and key not in keys and \
-                    isinstance(value, (int, float)) and not isinstance(value, bool):
-                keys.append(key)
+    keys = [k for k in data.steps.keys if k.startswith(STEP_LOG_PREFIX)]
     levels = [k for k in keys if _is_level(k)]
     process = [k for k in levels if not k.startswith(STEP_LOG_ALLOCATOR_PREFIX)
                and not k.startswith(STEP_LOG_NODE_PREFIX)]
     node = [k for k in levels if k.startswith(STEP_LOG_NODE_PREFIX)]
     allocator = [k for k in levels if k.startswith(STEP_LOG_ALLOCATOR_PREFIX)]
-    extra = [k for k in _EXTRA if any(number(r.get(k)) for _, r in data.steps)]
+    extra = [k for k in CHARTED_EXTRA if data.steps.has_values(k)]
     return [p for p in (("Process memory (peaks dotted)", process, True),
                         ("Node memory", node, True),
                         ("Host allocator: current (solid) and peak (dotted)", allocator, True),
@@ -60,7 +48,7 @@ def step_log_files(data: Telemetry, roster: Roster) -> list[tuple[str, str]]:
     (launch 2, 14:20:02)` for one that pairs with a process's telemetry files
     (`steplog-<their stem>.jsonl`), else its file name."""
     found = []
-    for stem in sorted({stem for stem, _ in data.steps}):
+    for stem in data.steps.stems():
         owner = roster.step_log_owner(stem)
         if owner is None:
             found.append(((len(roster.ranks), 0), 0, stem, f"{stem}.jsonl"))
@@ -86,8 +74,7 @@ def steplog_chart(go, make_subplots, data: Telemetry, roster: Roster):
     color: dict[str, str] = {}
     for row, (title, columns, in_bytes) in enumerate(panels, start=1):
         if in_bytes:
-            scale, unit = byte_scale(r.get(k) for _, r in data.steps for k in columns
-                                     if number(r.get(k)))
+            scale, unit = byte_scale(data.steps.values(columns))
         else:
             scale, unit = 1.0, ""
         for key in columns:
@@ -104,17 +91,17 @@ def steplog_chart(go, make_subplots, data: Telemetry, roster: Roster):
 
 def _add_steplog_line(go, fig, data: Telemetry, key: str, stem: str, *, row: int, title: str,
                       scale: float, unit: str, color: str, dash: str, label: str | None) -> None:
-    """One key of one step-log file over step; a value that is not yet a level is a gap."""
-    records = sorted((r for s, r in data.steps if s == stem and number(r.get(key))),
-                     key=lambda r: r[_STEP])
-    if not records:
+    """One key of one step-log file over step (downsampled, every bucket's extremes kept); a
+    value that is not yet a level is a gap."""
+    points = data.steps.line(stem, key)
+    if not points:
         return
     name = key.replace(STEP_LOG_PREFIX, "").replace(STEP_LOG_ALLOCATOR_PART, "")
     row_kind = STEP_KEYS.get(key)
     peak = row_kind is not None and row_kind.kind is Kind.HIGH_WATER_MARK
     fig.add_trace(go.Scatter(
-        x=[r[_STEP] for r in records],
-        y=[r[key] / scale if steplog_level(r, key) else None for r in records],
+        x=[step for step, _ in points],
+        y=[None if value is None else value / scale for _, value in points],
         mode="lines+markers", name=name + (f" · {label}" if label else ""),
         line=dict(color=color, width=2, dash="dot" if peak else dash),
         marker=dict(size=5), connectgaps=False,

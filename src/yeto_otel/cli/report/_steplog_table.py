@@ -23,17 +23,17 @@ _STARRED = ("<p class=dim>* the allocator's <code>.freed</code> had not moved ye
             "<code>.current</code> is the running total, not a level (not plotted).</p>")
 
 
-def steplog_table(data: Telemetry, roster: Roster, last: int = 10) -> str:
-    """A section with, per step-log file (in rank and launch order), its last `last` records,
-    one column each (oldest first), one row per key."""
+def steplog_table(data: Telemetry, roster: Roster) -> str:
+    """A section with, per step-log file (in rank and launch order), its last records (those
+    the reading kept), one column each (oldest first), one row per key."""
     if not data.steps:
         return ""
     blocks = []
     starred = False
+    last = data.steps.kept
     for stem, label in step_log_files(data, roster):
-        records = sorted((r for s, r in data.steps if s == stem),
-                         key=lambda r: (r.get(_TIME) or 0, r[_STEP]))
-        block, stars = _file_table(label, stem, records, last)
+        found = data.steps.files[stem]
+        block, stars = _file_table(label, stem, found.last(), found.count)
         blocks.append(block)
         starred = starred or stars
     return (f"<section id='{STEPLOG_TABLE_ID}'><h2>Last step records, per step-log file</h2>"
@@ -43,9 +43,9 @@ def steplog_table(data: Telemetry, roster: Roster, last: int = 10) -> str:
             "</section>")
 
 
-def _file_table(label: str, stem: str, records: list[dict], last: int) -> tuple[str, bool]:
-    """(a folding block with the file's table, whether a value in it is starred)."""
-    shown = records[-last:]
+def _file_table(label: str, stem: str, shown: list[dict], count: int) -> tuple[str, bool]:
+    """(a folding block with the file's table of its last records `shown`, of `count`, whether
+    a value in it is starred)."""
     keys: list[str] = []
     for record in shown:
         for key in record:
@@ -64,7 +64,7 @@ def _file_table(label: str, stem: str, records: list[dict], last: int) -> tuple[
     title = esc(label) if label.endswith(".jsonl") else \
         f"{esc(label)} <code class=dim>{esc(stem)}.jsonl</code>"
     return (f"<details class=steps{' open' if census else ''}><summary><b>{title}</b> "
-            f"<span class=dim>last {len(shown)} of {len(records)} records"
+            f"<span class=dim>last {len(shown)} of {count} records"
             f"{'' if census else ', no census fields'}</span></summary>"
             f"<div class=scroll><table class=steps><thead><tr><th>step</th>{head}</tr></thead>"
             f"<tbody>{''.join(body)}</tbody></table></div></details>", starred)

@@ -7,13 +7,17 @@ import functools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from ...census import CENSUS, CENSUS_ERRORS, Kind
 from ...errors import UserFacingError
-from ...otel import (CUMULATIVE, DELTA, BadBatch, BadLine, LogRecord, Span, log_records,
-                     metric_points, read_json_lines, spans)
+from ...otel import (CUMULATIVE, DELTA, BadBatch, BadLine, LogRecord, Span, iter_json_lines,
+                     log_records, spans)
 from ._format import is_int
+from ._metric_fold import MetricFolder
 from ._names import HOST_NAME, RANK_ATTRIBUTE, SERVICE_INSTANCE_ID
+from ._progress import Progress
+from ._steplog_fold import STEP_FIELD, TIME_FIELD, StepLog
 
 __all__ = ["PATTERNS", "STEP_FIELD", "TIME_FIELD", "Point", "Series", "Telemetry", "kind_of",
            "load_telemetry", "plotted", "process_key", "rates"]
@@ -22,23 +26,28 @@ PATTERNS = {"metrics": "metrics-*.jsonl", "traces": "traces-*.jsonl", "logs": "l
             "steplog": "steplog-*.jsonl"}
 
 _KIND_OF = {m.name: m.kind for m in CENSUS + (CENSUS_ERRORS,)}
-# A step record's own fields (the rest are the trainer's and the census's values).
-STEP_FIELD, TIME_FIELD = "step", "time_unix_nano"
 _INT64 = (-(1 << 63), (1 << 63) - 1)
 _MAX_NANOS = (1 << 64) - 1
+_KEPT_BAD_LINES = 100  # the page lists 20; the count is complete
+_PROGRESS_EVERY = 256  # lines between looks at the clock
 
 
-@dataclass(frozen=True)
-class Point:
+class Point(NamedTuple):  # a tuple: the page holds up to `PAGE_POINTS` of them
     start_ns: int
     time_ns: int
     value: float
     source: str = ""  # the file (process) it came from: a new one starts a new line segment
+    segment: int = 0  # so does a new segment of one file (a running total that was reset)
 
 
 @dataclass
 class Series:
-    """One metric stream of one rank: (instance, metric, data point attributes)."""
+    """One metric stream of one rank: (instance, metric, data point attributes).
+
+    Read from files, `points` are what the page draws, downsampled (`_metric_fold`): the
+    values of a level, and for a running total its rates per second (`rated`), taken from the
+    raw points before they were downsampled. `read` counts the raw points; `nonzero` says
+    whether any of them was not 0."""
     instance: str
     metric: str
     attributes: tuple
@@ -46,6 +55,9 @@ class Series:
     unit: str
     temporality: int = CUMULATIVE
     points: list[Point] = field(default_factory=list)
+    rated: bool = False
+    read: int = 0
+    nonzero: bool = False
 
     @property
     def label(self) -> str:
@@ -71,6 +83,8 @@ def rates(series: Series) -> list[tuple[int, float | None]]:
     if series.kind is not Kind.RUNNING_TOTAL:
         raise TypeError(f"{series.metric} is a {series.kind.value}, not a running total: "
                         "it is plotted as values, never as a rate")
+    if series.rated:
+        return _segments(series)
     points = sorted(series.points, key=lambda p: p.time_ns)
     out: list[tuple[int, float | None]] = []
     if series.temporality == DELTA:
@@ -97,10 +111,17 @@ def plotted(series: Series) -> list[tuple[int, float | None]]:
     gauges and high-water marks (with a gap where another process of the rank takes over)."""
     if series.kind is Kind.RUNNING_TOTAL:
         return rates(series)
+    return _segments(series)
+
+
+def _segments(series: Series) -> list[tuple[int, float | None]]:
+    """The points' values in time order, with a gap where another process (or a segment of
+    one: a reset running total) begins."""
     out: list[tuple[int, float | None]] = []
     previous: Point | None = None
     for p in sorted(series.points, key=lambda p: p.time_ns):
-        if previous is not None and p.source != previous.source:
+        if previous is not None and (p.source, p.segment) != (previous.source,
+                                                              previous.segment):
             out.append((p.time_ns, None))
         out.append((p.time_ns, p.value))
         previous = p
@@ -113,7 +134,10 @@ class Telemetry:
     files: dict[str, list[Path]]
     empty_files: list[Path] = field(default_factory=list)
     unreadable: list[str] = field(default_factory=list)
+    # the first corrupt lines (the page lists a few), how many there were, and in which files
     bad_lines: list[BadLine] = field(default_factory=list)
+    bad_line_count: int = 0
+    bad_files: set[str] = field(default_factory=set)
     # records skipped for one bad value, in lines that were read: reason -> [count, where the
     # first was (file:line)]
     skipped: dict[str, list] = field(default_factory=dict)
@@ -121,7 +145,9 @@ class Telemetry:
     resources: dict[str, dict] = field(default_factory=dict)  # instance -> resource attributes
     spans: list[tuple[str, Span]] = field(default_factory=list)  # (instance, span)
     logs: list[tuple[str, LogRecord]] = field(default_factory=list)
-    steps: list[tuple[str, dict]] = field(default_factory=list)  # (file stem, record)
+    # the step records, folded as read: per file its count and last records, per file and
+    # key a downsampled series over step (`len` is the number of records)
+    steps: StepLog = field(default_factory=StepLog)
     not_plotted: dict[str, int] = field(default_factory=dict)  # what was read but not drawn
     lines: dict[Path, int] = field(default_factory=dict)  # usable lines per file
     # (instance, process key) -> [first, last] record time: one entry per process (launch,
@@ -181,16 +207,36 @@ def _instance(resource: dict, path: Path) -> str:
     return str(resource.get(HOST_NAME) or stem)
 
 
-def _read(path: Path, data: Telemetry) -> list[tuple[int, object]]:
+def _bad(data: Telemetry, bad: BadLine) -> None:
+    data.bad_line_count += 1
+    data.bad_files.add(bad.path.name)
+    if len(data.bad_lines) < _KEPT_BAD_LINES:
+        data.bad_lines.append(bad)
+
+
+def _read(path: Path, data: Telemetry, progress: Progress | None):
+    """(line number, JSON value) of each good line of `path`, one at a time; bad lines are
+    counted in `data`, an unreadable file noted there."""
+    read = 0
     try:
-        good, bad = read_json_lines(path)
+        with open(path, "rb") as handle:
+            handle.seek(0, 2)
+            size = handle.tell()
+        for number, value, bad in iter_json_lines(path):
+            read += 1
+            if bad is not None:
+                _bad(data, bad)
+            else:
+                yield number, value
+            if progress is not None and read % _PROGRESS_EVERY == 0:
+                progress.at(path, read, size)
     except OSError as exc:
         data.unreadable.append(f"{path.name}: {exc.strerror or exc}")
-        return []
-    data.bad_lines.extend(bad)
-    if not good and not bad:
+        return
+    if progress is not None:
+        progress.done(size)
+    if not read:
         data.empty_files.append(path)
-    return good
 
 
 # What a JSON value that is not an OTLP batch raises in the parsers: the line is skipped.
@@ -203,17 +249,17 @@ def _skip(data: Telemetry, reason: str, path: Path, number: int) -> None:
     found[0] += 1
 
 
-def _batches(data: Telemetry, signal: str, parse):
-    """(path, parse(batch)) for every line of the signal's files that parses; the others are
-    recorded in `data.bad_lines` and skipped. A record with one bad value is skipped alone and
-    counted in `data.skipped`."""
+def _batches(data: Telemetry, signal: str, parse, progress: Progress | None):
+    """(path, parse(batch, skipped)) for every line of the signal's files that parses; the
+    others are counted as bad lines and skipped. A record with one bad value is skipped alone
+    and counted in `data.skipped`."""
     for path in data.files[signal]:
-        for number, batch in _read(path, data):
+        for number, batch in _read(path, data, progress):
             skipped: list[str] = []
             try:
-                parsed = parse(batch, skipped)
+                parsed = parse(batch, path, skipped)
             except _PARSE_ERRORS as exc:
-                data.bad_lines.append(BadLine(path, number, f"not an OTLP {signal} batch: {exc}"))
+                _bad(data, BadLine(path, number, f"not an OTLP {signal} batch: {exc}"))
                 continue
             for reason in skipped:
                 _skip(data, reason, path, number)
@@ -221,63 +267,73 @@ def _batches(data: Telemetry, signal: str, parse):
             yield path, parsed
 
 
-def load_telemetry(directory: Path) -> Telemetry:
-    """Read every telemetry file of `directory` (already checked to be a readable directory).
-    Corrupt lines are collected in `bad_lines`, never raised."""
+def load_telemetry(directory: Path, progress: Progress | None = None) -> Telemetry:
+    """Read every telemetry file of `directory` (already checked to be a readable directory),
+    a line at a time: memory holds the series' buckets, the spans and the step log's folds,
+    not the files. Corrupt lines are counted in `bad_lines`, never raised. `progress` hears how
+    far the reading is."""
     try:
         files = {signal: sorted(directory.glob(pattern)) for signal, pattern in PATTERNS.items()}
     except OSError as exc:
         raise UserFacingError(f"cannot list {directory}: {exc.strerror or exc}") from None
     data = Telemetry(directory, {s: [p for p in f if p.is_file()] for s, f in files.items()})
-    _load_metrics(data)
-    for path, found in _batches(data, "traces", spans):
+    if progress is not None:
+        progress.start([p for paths in data.files.values() for p in paths])
+    _load_metrics(data, progress)
+    for path, found in _batches(data, "traces", lambda b, _, s: spans(b, s), progress):
         for span in found:
             instance = _instance(span.resource, path)
             data.resources.setdefault(instance, span.resource)
             data.spans.append((instance, span))
             _note(data, instance, path, span.start_ns, span.end_ns)
-    for path, found in _batches(data, "logs", log_records):
+    for path, found in _batches(data, "logs", lambda b, _, s: log_records(b, s), progress):
         for record in found:
             instance = _instance(record.resource, path)
             data.logs.append((instance, record))
             _note(data, instance, path, record.time_ns)
-    _load_steps(data)
+    _load_steps(data, progress)
     data.spans.sort(key=lambda item: item[1].start_ns)
+    if progress is not None:
+        progress.finish()
     return data
 
 
-def _load_metrics(data: Telemetry) -> None:
-    for path, (points, other) in _batches(data, "metrics", metric_points):
+def _load_metrics(data: Telemetry, progress: Progress | None) -> None:
+    def new_series(instance, name, key, shape, monotonic, unit, temporality) -> Series:
+        return Series(instance, name, key, kind_of(name, shape, monotonic), unit, temporality)
+
+    def instance_of(resource: dict, path: Path) -> str:
+        instance = _instance(resource, path)
+        data.resources.setdefault(instance, resource)
+        return instance
+
+    folder = MetricFolder(data.series, new_series, instance_of)
+    for path, (times, other) in _batches(data, "metrics", folder.fold_line, progress):
         for name in other:
-            data.not_plotted[f"metric {name} (histogram or summary)"] = \
-                data.not_plotted.get(f"metric {name} (histogram or summary)", 0) + 1
-        for p in points:
-            instance = _instance(p.resource, path)
-            data.resources.setdefault(instance, p.resource)
-            key = (instance, p.name, tuple(sorted((k, str(v)) for k, v in
-                                                  p.attributes.items())))
-            series = data.series.get(key)
-            if series is None:
-                series = data.series[key] = Series(
-                    instance, p.name, key[2], kind_of(p.name, p.shape, p.monotonic), p.unit,
-                    p.temporality or CUMULATIVE)
-            series.points.append(Point(p.start_ns, p.time_ns, p.value, path.name))
-            _note(data, instance, path, p.time_ns)
+            what = f"metric {name} (histogram or summary)"
+            data.not_plotted[what] = data.not_plotted.get(what, 0) + 1
+        for instance, (first, last) in times.items():
+            _note(data, instance, path, first, last)
+    folder.finish(lambda t, v, source, segment: Point(0, t, v, source, segment))
 
 
-def _load_steps(data: Telemetry) -> None:
+def _load_steps(data: Telemetry, progress: Progress | None) -> None:
     for path in data.files["steplog"]:
-        for number, record in _read(path, data):
+        for number, record in _read(path, data, progress):
             if not isinstance(record, dict) or not is_int(record.get(STEP_FIELD)):
-                data.bad_lines.append(BadLine(path, number,
-                                              "not a step record (an object with an int 'step')"))
+                _bad(data, BadLine(path, number,
+                                   "not a step record (an object with an int 'step')"))
                 continue
             data.lines[path] = data.lines.get(path, 0) + 1
             reason = _bad_step_value(record)
             if reason is not None:
                 _skip(data, f"step record: {reason}", path, number)
                 continue
-            data.steps.append((path.stem, record))
+            data.steps.add(path.stem, record)
+    data.steps.finish()
+    if data.steps.dropped_keys:
+        what = f"step-log keys past the first {len(data.steps.keys)}"
+        data.not_plotted[what] = len(data.steps.dropped_keys)
 
 
 def _bad_step_value(record: dict) -> str | None:

@@ -117,7 +117,8 @@ def _add_panel(go, fig, row: int, entries, *, roster: Roster, legend_seen: set,
         kind = "rate" if rated else s.kind.value
         color = roster.color(s.instance)
         fig.add_trace(go.Scatter(
-            x=[when(t) for t, _ in pts], y=[None if v is None else v / scale for _, v in pts],
+            x=[t // 1_000_000 for t, _ in pts],  # ms since the epoch: a date axis reads them
+            y=[None if v is None else float(f"{v / scale:.6g}") for _, v in pts],
             mode="lines+markers", name=name, showlegend=first, **group,
             line=dict(color=color, dash=dash, width=2), marker=_marker(launch, color),
             connectgaps=False,

@@ -1,7 +1,7 @@
 """The span lanes under the process memory: one lane per rank with its restart spans and their
-fragment_done events, and under each rank a lane per DataLoader worker that had spans (its
-`torch.load` calls), drawn in a colour of their own so a worker's load never reads as its
-rank's."""
+fragment_done events and its checkpoint loads and saves (safetensors, DCP with its phases,
+torch.load), and under each rank a lane per DataLoader worker that had spans (its loads),
+drawn in a colour of their own so a worker's load never reads as its rank's."""
 
 from __future__ import annotations
 
@@ -15,14 +15,24 @@ from ._telemetry import Telemetry
 __all__ = ["add_timeline", "timeline_height", "timeline_lanes", "timeline_spans",
            "timeline_title"]
 
-_SPAN_COLORS = dict(zip(TIMELINE_SPANS, ("#9ecae1", "#3182bd", "#08519c")))
+# The restart's own spans in blues; safetensors loads in reds, DCP loads and their phases in
+# purples, DCP saves in greys (an async save's call and upload in light blues).
+_SPAN_COLORS = {
+    names.RESUME_ANCHORS.name: "#9ecae1", names.RESUME_ANCHORS_LOAD.name: "#3182bd",
+    names.TORCH_LOAD.name: "#08519c", names.SAFETENSORS_LOAD_FILE.name: "#d6616b",
+    names.SAFETENSORS_SAFE_OPEN.name: "#e7969c", names.SAFETENSORS_LOAD.name: "#ad494a",
+    names.DCP_LOAD.name: "#756bb1", names.DCP_LOAD_PLAN.name: "#bcbddc",
+    names.DCP_LOAD_READ.name: "#9e9ac8", names.DCP_SAVE.name: "#636363",
+    names.DCP_SAVE_PLAN.name: "#bdbdbd", names.DCP_SAVE_WRITE.name: "#969696",
+    names.DCP_ASYNC_SAVE.name: "#2b8cbe", names.DCP_ASYNC_SAVE_UPLOAD.name: "#a6bddb"}
 _OTHER_SPAN_COLORS = ("#fdae6b", "#a1d99b", "#bcbddc", "#fdd0a2")
 _WORKER_SPAN_COLOR = "#74c476"
 _IN_WORKERS = " in DataLoader workers"
 
 # Attribute names whose integer values are bytes (shown as KiB/MiB/GiB in the hover text):
 # suffixes, so the byte attributes of spans outside the table read the same way.
-_BYTE_ATTRIBUTES = ("_bytes", "bytes_mapped", "bytes_touched", "file_size", "anonymous_delta")
+_BYTE_ATTRIBUTES = ("_bytes", "bytes_mapped", "bytes_touched", "bytes_read",
+                    "bytes_written", "file_size", "data_size", "anonymous_delta")
 
 
 def timeline_spans(data: Telemetry) -> list[tuple[str, Span]]:
@@ -41,7 +51,7 @@ def timeline_lanes(data: Telemetry, roster: Roster) -> list[str]:
 
 
 def timeline_title(roster: Roster) -> str:
-    title = f"Restart spans (bars) and {FRAGMENT_EVENT} events (◆), per rank"
+    title = f"Restart and checkpoint spans (bars) and {FRAGMENT_EVENT} events (◆), per rank"
     return title + ("; its DataLoader workers' spans on lanes under it" if roster.parent else "")
 
 
