@@ -1,7 +1,8 @@
 """The report page, opened offline in headless Chromium (Debian's `chromium`, driven by
 Playwright for Python; no browser download): no script errors, every chart drawn, and a
 full-page screenshot kept as a test artifact in test-artifacts/report.png (and, for the job
-with DataLoader workers and a restart, test-artifacts/report-workers.png).
+with DataLoader workers and a restart, test-artifacts/report-workers.png; for a pod whose
+cgroup observer was OOM-killed, test-artifacts/report-cgroup.png).
 
 Outside CI a missing chromium or playwright skips with how to install it; in CI (CI=true)
 it fails.
@@ -17,6 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cgroup_runs import pod_run
 from repo_paths import FIXTURES as FIXTURE_ROOT, ROOT
 
 REPO = ROOT
@@ -202,6 +204,32 @@ def test_workers_page_renders_and_groups_workers_by_rank(workers_page_file, brow
     assert not errors, errors
     page.close()
 
+
+@pytest.fixture(scope="module")
+def cgroup_page_file(tmp_path_factory) -> Path:
+    directory, _ = pod_run(tmp_path_factory.mktemp("cgroup"))
+    return _report(tmp_path_factory, directory)
+
+
+def test_cgroup_page_renders_with_its_limit_and_oom_kill_markers(cgroup_page_file, browser):
+    page, errors, requests = _open_offline(browser, cgroup_page_file)
+    charts, drawn = _drawn_charts(page)
+    assert "cgroup-memory" in charts
+    chart = next(c for c in drawn if c["id"] == "cgroup-memory")
+    assert chart["height"] > 300 and chart["drawn"] >= chart["traces"] * 0.5, chart
+    names = page.evaluate("() => document.getElementById('cgroup-memory').data"
+                          ".map(t => t.name)")
+    for name in ("usage", "working_set", "limit", "high", "OOM kill", "anon", "file",
+                 "pressure some"):
+        assert name in names, name
+    # the OOM-kill markers are on the page as drawn points
+    assert page.evaluate("""() => document.querySelectorAll(
+        '#cgroup-memory .scatterlayer .trace .points path').length""") >= 2
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "report-cgroup.png"), full_page=True)
+    assert not requests, f"the page fetched from the network: {requests[:5]}"
+    assert not errors, errors
+    page.close()
 
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,11 @@ and draws, with plotly (imported only here; plotly.js is embedded, so the page o
 - the DataLoader workers (`yeto.process.role`) in a chart of their own, grouped under their
   rank: a forked worker's RSS and anonymous memory count pages it shares with its rank, so
   nothing of a worker is added to or drawn with its rank's;
+- the memory cgroup (what OOM-kills a rank), one line per cgroup (host and path) whichever
+  rank observed it in turn: usage, working set and peak against the limit and high (dashed;
+  none drawn for an unlimited cgroup), anon vs file, pressure, and a marker where the OOM-kill
+  count rose (diffed across the observers: the kill of an observer shows when the next one
+  takes over);
 - the restart spans (`yeto.resume.anchors`, `.load`, `torch.load`, `demo.*`) and the
   checkpoint loads (`safetensors.*`, `dcp.load` with its phases) on the same time axis, with
   fragment_done events (a worker's spans on a lane under its rank), and bytes mapped vs touched
@@ -33,14 +38,15 @@ streams in into min/max-preserving time buckets (`_buckets`: each bucket keeps i
 lowest and highest point), running totals rated on the raw points first (`_metric_fold`); the
 series share a fixed budget of points, so memory and the page stay bounded whatever the input
 (a day of 8 ranks at 10 s: about 100 MiB and a 5.5 MB page), and a sawtooth's peaks and troughs
-are on the page at any zoom. Long runs say how far they are on stderr (`_progress`).
+are on the page at any zoom. The cgroup chart draws at most 16 cgroups (those with OOM kills
+first; the others are listed as not plotted). Long runs say how far they are on stderr (`_progress`).
 
 Inside: `_telemetry` reads the files into series, spans and step records, with the process
 (file) each came from; `_roster` tells ranks, their launches and their workers apart and names
 and colours them; `_charts` says which charts there are and draws them with `_time_charts`,
-`_timeline`, `_restart_chart` (with the loads `_loads` picks) and `_steplog`; `_page` builds
-the HTML with `_header` and `_steplog_table`; `_command` checks the arguments and writes the
-page. The names the report reads come from their tables, through `_names`.
+`_timeline`, `_cgroup_chart` (with the cgroups `_cgroups` gathers), `_restart_chart` (with
+the loads `_loads` picks) and `_steplog`; `_page` builds the HTML with `_header` and
+`_steplog_table`; `_command` checks the arguments and writes the page. The names the report reads come from their tables, through `_names`.
 """
 
 from ._charts import CHART_IDS, charts

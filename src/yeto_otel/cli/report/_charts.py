@@ -10,6 +10,7 @@ from __future__ import annotations
 from ...census import (ANONYMOUS, CENSUS_ERRORS, NODE_ANON_PAGES, NODE_AVAILABLE, PRIVATE_DIRTY,
                        RSS, RSS_PEAK, Kind, allocator_metric)
 from ...errors import UserFacingError
+from ._cgroup_chart import cgroup_chart
 from ._format import when
 from ._names import ALLOCATOR_PREFIX, CENSUS_PREFIX, NODE_PREFIX, PROCESS_PREFIX
 from ._restart_chart import restart_chart
@@ -30,6 +31,8 @@ CHART_IDS = {
     "census-allocator": "Host (pinned) allocator levels per rank",
     "census-rates": "Running totals as rates per second, per rank",
     "census-node": "Node memory",
+    "cgroup-memory": "Memory cgroup per host: usage and working set against the limit, OOM "
+                     "kills",
     "restart-bytes": "Restarts and checkpoint loads and saves: bytes mapped vs touched, "
                      "per rank",
     "steplog-memory": "Step log: host memory over step",
@@ -126,6 +129,9 @@ def charts(data: Telemetry, roster: Roster | None = None) -> list[tuple[str, obj
         panels = panels_of(data, kinds=kinds, prefix=prefix, declared=declared, keep=ranks_only)
         if panels:
             drawn.append((chart_id, draw(panels, timeline=False)))
+    cgroup = cgroup_chart(go, make_subplots, data, x_range=x_range)
+    if cgroup is not None:
+        drawn.append(("cgroup-memory", cgroup))
     restart = restart_chart(go, data, roster)
     if restart is not None:
         drawn.append(("restart-bytes", restart))

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ...census import CENSUS_ERRORS
 from ...names import RESUME_METRICS
+from ._cgroups import MAX_CGROUPS, drawn_cgroup_series
 from ._charts import CHART_IDS, PLOTTED_PREFIXES
 from ._format import LAUNCH_GLYPHS, clock, duration, esc, human_bytes, when
 from ._names import (HOST_NAME, LOCAL_RANK_ATTRIBUTE, RANK_ATTRIBUTE, RESTART_SPAN,
@@ -170,10 +171,17 @@ def skipped_records(data: Telemetry) -> list[str]:
 def _not_plotted(data: Telemetry) -> dict[str, int]:
     """What was read but is in no chart: other metrics (by points) and spans (by count)."""
     found = dict(data.not_plotted)
+    cgroup_series, cgroups_left_out = drawn_cgroup_series(data)
+    # a metric the page draws part of (one event of several) is listed with its attributes
+    in_part = {s.metric for s in data.series.values() if id(s) in cgroup_series}
     for s in data.series.values():
-        if not s.metric.startswith(PLOTTED_PREFIXES) and s.metric not in SHOWN_ELSEWHERE:
-            found[f"metric {s.metric}"] = found.get(f"metric {s.metric}", 0) + \
-                (s.read or len(s.points))
+        if s.metric.startswith(PLOTTED_PREFIXES) or s.metric in SHOWN_ELSEWHERE or \
+                id(s) in cgroup_series:
+            continue
+        what = f"metric {s.label if s.metric in in_part else s.metric}"
+        found[what] = found.get(what, 0) + (s.read or len(s.points))
+    if cgroups_left_out:
+        found[f"memory cgroups past the first {MAX_CGROUPS}"] = cgroups_left_out
     for _, span in data.spans:
         if not is_timeline_span(span.name):
             found[f"span {span.name}"] = found.get(f"span {span.name}", 0) + 1

@@ -20,12 +20,15 @@ from ...census import Kind
 from ...otel import CUMULATIVE, DELTA, attributes, metric_points
 from ._buckets import MAX_BUCKETS, TimeBuckets
 
-__all__ = ["MetricFolder", "PAGE_POINTS"]
+__all__ = ["MAX_CHANGES", "MetricFolder", "PAGE_POINTS"]
 
 # The points all series of a page hold together at most (4 per bucket at most; x and y of a
 # point take about 23 bytes of the page): about 3 MB beside plotly.js's 4.8 MB.
 PAGE_POINTS = 120_000
 _MIN_BUCKETS = 16
+# The raw steps a running total whose every step is drawn keeps at most (an OOM kill is one
+# step: a job with more than this has bigger problems than the page can show).
+MAX_CHANGES = 2048
 _CHUNK = 256  # points of one series folded in at a time
 _INT64 = (-(1 << 63), (1 << 63) - 1)
 _I64 = 1 << 63
@@ -77,9 +80,9 @@ class _Fold(TimeBuckets):
     chunk at a time: a tight loop costs less than a call per point), and the last raw point
     of a running total."""
     __slots__ = ("series", "rated", "delta", "file", "pending", "segment", "last", "read",
-                 "nonzero")
+                 "nonzero", "changes")
 
-    def __init__(self, series, rated: bool, delta: bool):
+    def __init__(self, series, rated: bool, delta: bool, changes: bool = False):
         super().__init__(MAX_BUCKETS)
         self.series = series
         self.rated, self.delta = rated, delta
@@ -87,6 +90,10 @@ class _Fold(TimeBuckets):
         self.pending: list = []  # (anything, start, time, value) of `file`
         self.segment = self.read = 0
         self.nonzero = False
+        # The raw (time, value, file) points where the value moved or another file began,
+        # for a running total whose steps are drawn themselves (an OOM-kill count): kept
+        # apart from the buckets, up to `MAX_CHANGES`.
+        self.changes: list | None = [] if changes else None
 
     def flush(self) -> None:
         """Fold the pending points in (values, or the rates of a running total)."""
@@ -96,6 +103,8 @@ class _Fold(TimeBuckets):
         self.read += len(pending)
         if not self.nonzero:
             self.nonzero = any(item[3] for item in pending)
+        if self.changes is not None:
+            self._note_changes(pending)
         source = (self.file, self.segment)
         if not self.rated:
             self.add_many([(t, v, source) for _, _, t, v in pending])
@@ -104,6 +113,14 @@ class _Fold(TimeBuckets):
                            for _, start, t, v in pending if t > start > 0])
         else:
             self.add_many(self._rates(pending))
+
+    def _note_changes(self, pending: list) -> None:
+        changes, file = self.changes, self.file
+        for _, _, t, v in pending:
+            if len(changes) >= MAX_CHANGES:
+                self.series.changes_dropped += 1
+            elif not changes or changes[-1][2] is not file or changes[-1][1] != v:
+                changes.append((t, v, file))
 
     def _rates(self, pending: list) -> list:
         """(time, per-second rate, source) between consecutive points of one process; a reset
@@ -132,11 +149,13 @@ class _Fold(TimeBuckets):
 class MetricFolder:
     """Folds metric batches into `series` (the reader's series table). `make_series(instance,
     name, attributes key, shape, monotonic, unit, temporality)` makes a new series;
-    `instance_of(resource, path)` names a resource's rank."""
+    `instance_of(resource, path)` names a resource's rank; `stepped(name, attributes key)`
+    says whether a series also keeps its raw steps (`Series.changes`)."""
 
-    def __init__(self, series: dict, make_series, instance_of):
+    def __init__(self, series: dict, make_series, instance_of, stepped=None):
         self.series = series
         self._make, self._instance_of = make_series, instance_of
+        self._stepped = stepped
         self._folds: list[_Fold] = []
         self._slots: dict[tuple, dict] = {}  # (instance, metric) -> {attributes key: fold}
         self._heads: dict[tuple, tuple] = {}  # a metric as a line has it -> (head, its slots)
@@ -180,7 +199,8 @@ class MetricFolder:
             series = self.series[(instance, name, key)] = self._make(
                 instance, name, key, shape, monotonic, unit, temporality or CUMULATIVE)
             fold = slots[key] = _Fold(series, series.kind is Kind.RUNNING_TOTAL,
-                                      series.temporality == DELTA)
+                                      series.temporality == DELTA,
+                                      bool(self._stepped and self._stepped(name, key)))
             self._folds.append(fold)
         return fold
 
@@ -312,4 +332,6 @@ class MetricFolder:
             series.points = [make_point(t, v, source[0], source[1])
                              for t, v, source in fold.points()]
             series.read, series.nonzero, series.rated = fold.read, fold.nonzero, fold.rated
+            if fold.changes is not None:
+                series.changes = fold.changes
         self._folds.clear()

@@ -66,6 +66,14 @@ _WHAT = {
     "census-rates": "Monotonic counters turned into per-second rates between consecutive "
                     "exports; a gap marks a new process.",
     "census-node": "Observed once per host (by local rank 0).",
+    "cgroup-memory": "The memory cgroup is what OOM-kills a rank, long before the node runs "
+                     "out. One process per cgroup observes it and another takes over when it "
+                     "exits, so each cgroup (host and path) is one line whichever rank read it "
+                     "(hover a point for which). Limit and high are dashed; a cgroup without "
+                     "a limit has none drawn. ✕ marks where the OOM-kill count rose (the "
+                     "count is diffed, never drawn as a level), on the first read that showed "
+                     "it: a kill of the observing rank itself shows when the next one takes "
+                     "over.",
     "restart-bytes": f"One group per restart and rank (`{RESTART_SPAN}`) and per checkpoint "
                      "load or save of a rank (safetensors, DCP, a torch.load outside a "
                      "restart; the bar pattern and the legend group say which): a mapped load touches only "

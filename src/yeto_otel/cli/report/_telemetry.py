@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from ...census import CENSUS, CENSUS_ERRORS, Kind
+from ...census import CENSUS, CENSUS_ERRORS, CGROUP_EVENTS, Kind
 from ...errors import UserFacingError
 from ...otel import (CUMULATIVE, DELTA, BadBatch, BadLine, LogRecord, Span, iter_json_lines,
                      log_records, spans)
@@ -20,7 +20,7 @@ from ._progress import Progress
 from ._steplog_fold import STEP_FIELD, TIME_FIELD, StepLog
 
 __all__ = ["PATTERNS", "STEP_FIELD", "TIME_FIELD", "Point", "Series", "Telemetry", "kind_of",
-           "load_telemetry", "plotted", "process_key", "rates"]
+           "load_telemetry", "plotted", "process_key", "rates", "stepped"]
 
 PATTERNS = {"metrics": "metrics-*.jsonl", "traces": "traces-*.jsonl", "logs": "logs-*.jsonl",
             "steplog": "steplog-*.jsonl"}
@@ -47,7 +47,7 @@ class Series:
     Read from files, `points` are what the page draws, downsampled (`_metric_fold`): the
     values of a level, and for a running total its rates per second (`rated`), taken from the
     raw points before they were downsampled. `read` counts the raw points; `nonzero` says
-    whether any of them was not 0."""
+    whether any of them was not 0. `changes`: see `stepped`."""
     instance: str
     metric: str
     attributes: tuple
@@ -58,11 +58,22 @@ class Series:
     rated: bool = False
     read: int = 0
     nonzero: bool = False
+    # For a running total whose every step is drawn (`stepped`): the raw (time, value, file)
+    # points where it moved or another file began, and how many were past the bound.
+    changes: list[tuple[int, float, str]] = field(default_factory=list)
+    changes_dropped: int = 0
 
     @property
     def label(self) -> str:
         extra = ", ".join(f"{k}={v}" for k, v in self.attributes)
         return f"{self.metric} ({extra})" if extra else self.metric
+
+
+def stepped(name: str, attributes: tuple) -> bool:
+    """Whether a series keeps its raw steps besides its rates: the cgroup's OOM-kill count,
+    drawn as one marker per kill, and diffed across the processes that observed it in turn."""
+    return name == CGROUP_EVENTS.name and \
+        (CGROUP_EVENTS.attribute, CGROUP_EVENTS.step_log_point) in attributes
 
 
 def kind_of(name: str, shape: str, monotonic: bool) -> Kind:
@@ -307,7 +318,7 @@ def _load_metrics(data: Telemetry, progress: Progress | None) -> None:
         data.resources.setdefault(instance, resource)
         return instance
 
-    folder = MetricFolder(data.series, new_series, instance_of)
+    folder = MetricFolder(data.series, new_series, instance_of, stepped)
     for path, (times, other) in _batches(data, "metrics", folder.fold_line, progress):
         for name in other:
             what = f"metric {name} (histogram or summary)"
