@@ -6,6 +6,7 @@ by evicting the anchor file's pages (posix_fadvise DONTNEED after fsync), not th
 import logging
 import math
 import os
+from collections import OrderedDict
 
 import pytest
 import torch
@@ -150,3 +151,24 @@ def test_refused_advice_never_fails_the_resume_and_says_why(tmp_path, provider, 
     assert anchor["yeto.anchors.bytes_prefetched"] == 0
     assert "cannot turn off read-ahead" in caplog.text
     assert caplog.text.count("cannot prefetch the anchors") == 1  # once per resume
+
+
+def test_anchors_saved_or_copied_are_an_ordered_dict(tmp_path, provider):
+    """A checkpoint holding the anchors must not name the prefetching class: torch.load's
+    weights_only refuses unknown classes, and a reader may not have yeto-otel. They come
+    back as an OrderedDict, as a state_dict does."""
+    import copy
+    import pickle
+
+    path = tmp_path / "anchors.pt"
+    _save(path, count=2)
+    with load_resume_anchors(path, tracer_provider=provider) as anchors:
+        saved = tmp_path / "state.pt"
+        torch.save({"anchors": anchors.tensors}, saved)
+        assert type(pickle.loads(pickle.dumps(anchors.tensors))) is OrderedDict
+        assert type(copy.copy(anchors.tensors)) is OrderedDict
+        assert anchors.tensors.bytes_advised == 0  # saving and copying read nothing ahead
+    state = torch.load(saved, weights_only=True)
+    assert type(state["anchors"]) is OrderedDict
+    assert list(state["anchors"]) == ["shard.0000", "shard.0001"]
+    assert float(state["anchors"]["shard.0001"][0]) == 1.0

@@ -97,6 +97,30 @@ def test_a_child_forked_while_a_query_was_being_handed_over_still_answers():
     assert answer[0] != os.getpid() and answer[2] == QUERY_THREAD
 
 
+def test_a_child_forked_while_a_source_was_starting_a_query_still_answers():
+    source = BoundedCall(answering_thread, GENEROUS_S, "source")
+    # Another thread of the parent inside this source's own lock at the fork (starting a
+    # query, or sharing one under way): the child's lock must not stay held forever.
+    with source._lock:
+        answer = in_fork_or_fail(source)
+    assert answer[0] != os.getpid() and answer[2] == QUERY_THREAD
+    assert source()[0] == os.getpid()
+
+
+def test_a_child_forked_while_a_query_ran_starts_its_own(release):
+    parent = os.getpid()
+    source = BoundedCall(lambda: release.wait(STUCK_FOR) if os.getpid() == parent
+                         else answering_thread(), GENEROUS_S, "source")
+    caller = threading.Thread(target=source, daemon=True)
+    caller.start()
+    wait_until(lambda: source._call is not None)
+    # The parent's query runs on a thread the child does not have: the child starts its own.
+    answer = in_fork_or_fail(source)
+    assert answer[0] != parent and answer[2] == QUERY_THREAD
+    release.set()
+    caller.join(GENEROUS_S)
+
+
 def test_a_stuck_query_holds_up_no_other_source(release):
     stuck = BoundedCall(lambda: release.wait(STUCK_FOR), TIMEOUT_S, "stuck")
     healthy = BoundedCall(answering_thread, GENEROUS_S, "healthy")

@@ -178,3 +178,24 @@ def test_uninstrument_restores_save_and_async_save(instrumented, exporter, tmp_p
     dcp.async_save({"w": torch.ones(8)}, checkpoint_id=str(tmp_path / "later")).result(
         timeout=DEADLINE)
     assert len(exporter.get_finished_spans()) == before
+
+
+def test_the_background_save_is_matched_by_its_writer_object_not_only_its_id():
+    """A key made from id(writer) could match a new writer that reuses a freed one's id:
+    the offer holds the writer weakly and a save with another writer does not take it."""
+    import threading
+
+    from yeto_otel.instrumentation._dcp_async import _Handoff
+
+    class Writer:
+        pass
+
+    handoff, offered, other, context = _Handoff(), Writer(), Writer(), object()
+    key = ("writer", 1234)  # the same key for both writers, as a reused id would give
+    handoff.offer(key, context, offered)
+    taken = []
+    for writer in (other, offered):
+        thread = threading.Thread(target=lambda w=writer: taken.append(handoff.take(key, w)))
+        thread.start()
+        thread.join()
+    assert taken == [None, context]

@@ -9,12 +9,14 @@ read per anchor, of that anchor only: a third of the time and ~1.0x the bytes re
 `PrefetchingAnchors` is a dict (code that checks for one still works) that advises on
 `[name]` and `.get(name)`, the calls a catch-up takes one anchor with. Iteration, `items()`,
 `values()`, `dict(anchors)` and `{**anchors}` use dict's own storage and advise nothing:
-code that walks every anchor but reads a few must not read the whole file.
+code that walks every anchor but reads a few must not read the whole file. Saved (`torch.save`,
+pickle) or copied, it becomes an OrderedDict, as a state_dict is.
 """
 
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 
 from ..proc import advise_will_need
 
@@ -44,6 +46,12 @@ class PrefetchingAnchors(dict):
 
     def get(self, name, default=None):
         return self[name] if name in self else default
+
+    def __reduce__(self):
+        # Saved or copied, the anchors become an OrderedDict, as a state_dict is: a checkpoint
+        # holding them must not name this class (torch.load's weights_only refuses it, and its
+        # readers may lack yeto-otel), and weights_only accepts no other dict type by name.
+        return (OrderedDict, (), None, None, iter(self.items()))
 
     def _prefetch(self, tensor) -> None:
         # Anchors are contiguous views; a strided one (a plain checkpoint's) would need its

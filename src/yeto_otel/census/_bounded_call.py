@@ -28,6 +28,7 @@ import os
 import queue
 import threading
 import time
+import weakref
 from typing import Callable
 
 __all__ = ["BoundedCall", "CallFailed", "CallStillRunning", "CallTimedOut"]
@@ -151,8 +152,18 @@ class _QueryThreads:
 
 
 _query_threads = _QueryThreads()
-# A lock held by another thread at the fork would never be released in the child.
-os.register_at_fork(after_in_child=_query_threads._reset)
+_bounded_calls: weakref.WeakSet = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    """A lock another thread held at the fork would never be released in the child, and the
+    parent's calls have no thread here: every lock and call starts afresh."""
+    _query_threads._reset()
+    for bounded in list(_bounded_calls):
+        bounded._lock, bounded._call = threading.Lock(), None
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class BoundedCall:
@@ -164,6 +175,7 @@ class BoundedCall:
         self.what = what
         self._lock = threading.Lock()
         self._call: _Call | None = None
+        _bounded_calls.add(self)
 
     def __call__(self) -> object:
         call = self._running_or_new()

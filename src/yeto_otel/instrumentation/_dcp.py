@@ -178,7 +178,7 @@ def _parent(parent_for, kw: dict):
     if parent_for is None:
         return None
     try:
-        return parent_for(save_key(kw))
+        return parent_for(save_key(kw), kw.get("storage_writer"))
     except Exception as exc:
         log_once("handoff", f"async save not linked: {type(exc).__name__}: {exc}")
         return None

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
 from typing import Any
 
 from opentelemetry import trace
@@ -45,19 +46,24 @@ class _Handoff:
 
     def __init__(self):
         self._lock = threading.Lock()
-        self._waiting: dict[tuple, tuple[Any, int]] = {}
+        self._waiting: dict[tuple, tuple[Any, int, Any]] = {}
 
-    def offer(self, key: tuple, context) -> None:
+    def offer(self, key: tuple, context, writer=None) -> None:
+        # The writer is held weakly and checked on take: a key made from id(writer) could
+        # otherwise match a new writer that reuses a freed one's id.
+        ref = _weak(writer)
         with self._lock:
-            self._waiting[key] = (context, threading.get_ident())
+            self._waiting[key] = (context, threading.get_ident(), ref)
 
-    def take(self, key: tuple | None):
+    def take(self, key: tuple | None, writer=None):
         if key is None:
             return None
         with self._lock:
             entry = self._waiting.get(key)
             if entry is None or entry[1] == threading.get_ident():
                 return None
+            if entry[2] is not None and entry[2]() is not writer:
+                return None  # another writer now has that id
             del self._waiting[key]
             return entry[0]
 
@@ -69,6 +75,15 @@ class _Handoff:
 
 
 handoff = _Handoff()
+
+
+def _weak(writer):
+    if writer is None:
+        return None
+    try:
+        return weakref.ref(writer)
+    except TypeError:  # a writer type without weak references: matched by id alone
+        return None
 
 
 class AsyncUpload:
@@ -83,7 +98,7 @@ class AsyncUpload:
             self._span = tracer.start_span(names.DCP_ASYNC_SAVE_UPLOAD.name)
             self._context = trace.set_span_in_context(self._span)
             if self._key is not None:
-                handoff.offer(self._key, self._context)
+                handoff.offer(self._key, self._context, kw.get("storage_writer"))
         except Exception as exc:
             log_once("upload", f"upload not traced: {type(exc).__name__}: {exc}")
 

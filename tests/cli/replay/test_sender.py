@@ -73,6 +73,21 @@ def test_the_total_wait_is_bounded_and_retry_after_is_honoured():
         server.close()
 
 
+@pytest.mark.parametrize("asked", ["0", "Thu, 01 Jan 1970 00:00:00 GMT"])
+def test_a_retry_after_of_nothing_still_backs_off_and_gives_up(asked):
+    """`Retry-After: 0` (or a date gone by) must not become a busy loop that never reaches
+    the bound on the total wait."""
+    server = OtlpServer(lambda r, i: (429, {"Retry-After": asked}, b"{}"))
+    waits: list[float] = []
+    try:
+        answer = _sender(server, waits, max_wait_s=10).send("traces", b"{}")
+        assert answer.outcome == GAVE_UP
+        assert len(server.requests) <= 6 and all(w >= 0.5 for w in waits)
+        assert sum(waits) <= 10
+    finally:
+        server.close()
+
+
 def test_signal_specific_variables_win_over_general_ones_and_flags_over_both():
     env = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318/",
            "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT": "https://logs.example/v1/logs",

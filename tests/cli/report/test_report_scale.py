@@ -165,6 +165,33 @@ def test_a_reset_running_total_breaks_its_rate_line_inside_one_file(tmp_path):
     assert [v for _, v in plotted(series)] == [10.0, 10.0, None, 10.0, 10.0]
 
 
+def test_the_page_budget_holds_for_thousands_of_series(tmp_path):
+    """Many series share the page's points: each gets fewer buckets, the page never more
+    points than its budget (a per-series floor would break it past ~1,900 series)."""
+    template = fixture_template()
+    series_count, steps = 4000, 80
+    lines = []
+    for step in range(steps):
+        batch = json.loads(json.dumps(template))
+        entry = batch["resourceMetrics"][0]
+        scope = entry["scopeMetrics"][0]
+        metric = next(m for e in batch["resourceMetrics"] for s in e["scopeMetrics"]
+                      for m in s["metrics"] if m["name"] == ANONYMOUS.name)
+        point = metric["sum"]["dataPoints"][0]  # a level: a non-monotonic sum
+        metric["sum"]["dataPoints"] = [
+            {**point, "attributes": [{"key": "shard", "value": {"intValue": str(i)}}],
+             "timeUnixNano": str(DAY.T0 + step * 10**10), "asInt": str((step * 7 + i) % 97)}
+            for i in range(series_count)]
+        batch["resourceMetrics"] = [entry]
+        entry["scopeMetrics"] = [scope]
+        scope["metrics"] = [metric]
+        lines.append(json.dumps(batch))
+    (tmp_path / "metrics-vm_rank-0-20260302T000000-1.jsonl").write_text("\n".join(lines) + "\n")
+    data = load_telemetry(tmp_path)
+    assert len(data.series) == series_count
+    assert sum(len(s.points) for s in data.series.values()) <= PAGE_POINTS
+
+
 # --- progress --------------------------------------------------------------------------------
 
 

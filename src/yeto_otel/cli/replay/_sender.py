@@ -128,7 +128,9 @@ class Sender:
             answer, asked = self._attempt(dest, headers, body)
             if answer is not None:
                 return answer
-            delay = asked if asked is not None else self.policy.backoff(attempt, self._rng)
+            # Never less than our own backoff: a `Retry-After: 0` (or a date gone by) must not
+            # turn into a busy loop against a collector that is already overloaded.
+            delay = max(asked or 0.0, self.policy.backoff(attempt, self._rng))
             last = self._last
             if waited + delay > self.policy.max_wait_s:
                 return Answer(GAVE_UP, last[0], message=f"{last[1]}; gave up after "

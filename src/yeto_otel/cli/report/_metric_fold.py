@@ -25,7 +25,6 @@ __all__ = ["MAX_CHANGES", "MetricFolder", "PAGE_POINTS"]
 # The points all series of a page hold together at most (4 per bucket at most; x and y of a
 # point take about 23 bytes of the page): about 3 MB beside plotly.js's 4.8 MB.
 PAGE_POINTS = 120_000
-_MIN_BUCKETS = 16
 # The raw steps a running total whose every step is drawn keeps at most (an OOM kill is one
 # step: a job with more than this has bigger problems than the page can show).
 MAX_CHANGES = 2048
@@ -324,7 +323,7 @@ class MetricFolder:
         """Fold every series to its share of the page and hand it its points
         (`make_point(time, value, source file, segment)`)."""
         share = PAGE_POINTS // 4 // max(1, len(self._folds))
-        limit = max(_MIN_BUCKETS, min(MAX_BUCKETS, share))
+        limit = max(1, min(MAX_BUCKETS, share))  # the more series, the fewer buckets each
         for fold in self._folds:
             fold.flush()
             fold.shrink(limit)

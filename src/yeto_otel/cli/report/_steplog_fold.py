@@ -23,7 +23,6 @@ CHARTED_EXTRA = ("loss",)
 _MAX_KEYS = 256
 # The points all step-log lines of a page hold together at most (4 per bucket at most).
 _PAGE_POINTS = 40_000
-_MIN_BUCKETS = 16
 
 
 def steplog_level(record: dict, key: str) -> bool:
@@ -133,7 +132,7 @@ class StepLog:
         folds = [b for f in self.files.values() for s in f.series.values()
                  for b in (s.levels, s.gaps) if len(b)]
         share = _PAGE_POINTS // 4 // max(1, len(folds))
-        limit = max(_MIN_BUCKETS, min(MAX_BUCKETS, share))
+        limit = max(1, min(MAX_BUCKETS, share))  # the more series, the fewer buckets each
         for buckets in folds:
             buckets.shrink(limit)
 
