@@ -2,7 +2,7 @@
 rank traced by `DcpInstrumentor` into memory; each rank writes its finished spans to
 `<out>/spans-<rank>.json`.
 
-    python tests/instrumentation/dcp_ranks.py OUT_DIR PORT
+    python tests/instrumentation/dcp_ranks.py OUT_DIR     # the ranks meet through OUT_DIR/rendezvous
 
 Each rank saves a tensor shared by both (written once) and one of its own whose size depends
 on the rank, loads them back into zeros (checked equal), then loads from a directory that does
@@ -54,14 +54,16 @@ def _wait_for_span(exporter, name: str) -> None:
         time.sleep(0.01)
 
 
-def rank_main(rank: int, out: str, port: int) -> None:
+def rank_main(rank: int, out: str) -> None:
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     instrumentor = DcpInstrumentor()
     instrumentor.instrument(tracer_provider=provider)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                            world_size=WORLD)
+    # Rendezvous through a file in the test's directory, not a TCP port picked in advance
+    # (another process could take that port before rank 0 listens on it).
+    dist.init_process_group("gloo", init_method=f"file://{Path(out) / 'rendezvous'}",
+                            rank=rank, world_size=WORLD)
     import torch.distributed.checkpoint as dcp  # after instrument(): the post-import patch
 
     checkpoint = Path(out) / "checkpoint"
@@ -91,4 +93,4 @@ def rank_main(rank: int, out: str, port: int) -> None:
 
 
 if __name__ == "__main__":
-    mp.spawn(rank_main, args=(sys.argv[1], int(sys.argv[2])), nprocs=WORLD, join=True)
+    mp.spawn(rank_main, args=(sys.argv[1],), nprocs=WORLD, join=True)

@@ -3,7 +3,6 @@ what the rank read and its plan and read phases as children; the load's own erro
 through; measuring never fails a load; uninstrument() puts torch's functions back."""
 
 import json
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -42,12 +41,6 @@ def checkpoint(tmp_path):
     return path
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _by_name(spans, name):
     return [s for s in spans if s["name"] == name]
 
@@ -61,9 +54,8 @@ def test_registered_as_an_opentelemetry_instrumentor():
 def two_ranks(tmp_path_factory):
     """Runs dcp_ranks.py once: (its output directory, {rank: its report})."""
     out = tmp_path_factory.mktemp("ranks")
-    result = subprocess.run([sys.executable, str(HERE / "dcp_ranks.py"), str(out),
-                             str(_free_port())], capture_output=True, text=True,
-                            timeout=RANKS_TIMEOUT)
+    result = subprocess.run([sys.executable, str(HERE / "dcp_ranks.py"), str(out)],
+                            capture_output=True, text=True, timeout=RANKS_TIMEOUT)
     assert result.returncode == 0, result.stderr[-4000:]
     return out, {rank: json.loads((out / f"spans-{rank}.json").read_text()) for rank in (0, 1)}
 
