@@ -12,7 +12,8 @@ from pathlib import Path
 
 from ..units import format_bytes
 
-__all__ = ["BadLine", "MAX_LINE_BYTES", "iter_json_lines", "read_json_lines"]
+__all__ = ["BadLine", "MAX_LINE_BYTES", "iter_json_lines", "read_json_lines",
+           "skip_rest_of_line"]
 
 # The longest line read. The largest lines a real export writes: a batch of 512 restart spans
 # (the batch processor's most) with 32 fragment_done events each is 3.6 MiB, 512 spans at the
@@ -60,7 +61,7 @@ def iter_json_lines(path: Path, max_line: int = MAX_LINE_BYTES):
             ended = raw.endswith(b"\n")
             if not ended and len(raw) > max_line:
                 del raw  # let it go before the rest of the line is read past
-                _skip_rest_of_line(handle)
+                skip_rest_of_line(handle)
                 yield number, None, BadLine(path, number, f"longer than {format_bytes(max_line)}"
                                                           ": skipped unread (no export writes "
                                                           "such lines)")
@@ -75,11 +76,17 @@ def iter_json_lines(path: Path, max_line: int = MAX_LINE_BYTES):
                 yield number, None, BadLine(path, number, cut + reason)
 
 
-def _skip_rest_of_line(handle) -> None:
+def skip_rest_of_line(handle) -> int:
+    """Read past the rest of an overlong line, a chunk at a time: the bytes up to and
+    including its newline, or -1 when the file ends first (a line still being written)."""
+    skipped = 0
     while True:
         piece = handle.readline(_DISCARD_CHUNK)
-        if not piece or piece.endswith(b"\n"):
-            return
+        skipped += len(piece)
+        if not piece:
+            return -1
+        if piece.endswith(b"\n"):
+            return skipped
 
 
 def _decode(raw: bytes) -> tuple[object, str | None]:

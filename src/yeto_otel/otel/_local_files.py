@@ -21,7 +21,13 @@ from pathlib import Path
 from ..settings import SIGNALS
 from ._line_writer import JsonLinesWriter
 
-__all__ = ["SIGNALS", "current_stem", "local_exporter_args", "local_file_stem"]
+__all__ = ["LOCAL_FILE_PATTERNS", "SIGNALS", "current_stem", "local_exporter_args",
+           "local_file_stem"]
+
+# What lies in the local directory, by kind: the three signals' files written here and the
+# trainer's step log written beside them (same stem). The report and replay read these.
+LOCAL_FILE_PATTERNS = {"metrics": "metrics-*.jsonl", "traces": "traces-*.jsonl",
+                       "logs": "logs-*.jsonl", "steplog": "steplog-*.jsonl"}
 
 _current_stem: str | None = None
 

@@ -16,14 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from ...otel import MAX_LINE_BYTES
+from ...otel import LOCAL_FILE_PATTERNS, MAX_LINE_BYTES, skip_rest_of_line
 
 __all__ = ["KINDS", "Line", "ReplayFile", "complete_lines", "discover", "identity"]
 
-# kind -> (file pattern, signal it is sent as)
-KINDS = {"traces": ("traces-*.jsonl", "traces"), "metrics": ("metrics-*.jsonl", "metrics"),
-         "logs": ("logs-*.jsonl", "logs"), "steplog": ("steplog-*.jsonl", "logs")}
-_DISCARD_CHUNK = 1 << 20
+# kind -> (file pattern, signal it is sent as), traces first; the step log goes as logs.
+KINDS = {kind: (LOCAL_FILE_PATTERNS[kind], "logs" if kind == "steplog" else kind)
+         for kind in ("traces", "metrics", "logs", "steplog")}
+_FIRST_LINE_CHUNK = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,7 @@ def identity(path: Path) -> tuple[int, str, int] | None:
         stat = os.fstat(handle.fileno())
         digest = hashlib.sha256()
         while True:
-            piece = handle.readline(_DISCARD_CHUNK)
+            piece = handle.readline(_FIRST_LINE_CHUNK)
             if not piece:
                 return None  # no newline yet
             digest.update(piece)
@@ -91,9 +91,10 @@ def complete_lines(path: Path, offset: int = 0, number: int = 0,
             if not raw.endswith(b"\n"):
                 if len(raw) <= max_line:
                     return  # the last line, still being written
-                length = len(raw) + _skip_rest_of_line(handle)
-                if length < 0:
+                rest = skip_rest_of_line(handle)
+                if rest < 0:
                     return  # an overlong line still being written
+                length = len(raw) + rest
                 number += 1
                 yield Line(number, position, position + length, None)
                 position += length
@@ -104,14 +105,3 @@ def complete_lines(path: Path, offset: int = 0, number: int = 0,
             if raw.strip():
                 yield line
 
-
-def _skip_rest_of_line(handle) -> int:
-    """Bytes up to and including the next newline; -1 when the file ends first."""
-    skipped = 0
-    while True:
-        piece = handle.readline(_DISCARD_CHUNK)
-        skipped += len(piece)
-        if not piece:
-            return -1
-        if piece.endswith(b"\n"):
-            return skipped

@@ -11,8 +11,8 @@ from typing import NamedTuple
 
 from ...census import CENSUS, CENSUS_ERRORS, CGROUP_EVENTS, Kind
 from ...errors import UserFacingError
-from ...otel import (CUMULATIVE, DELTA, BadBatch, BadLine, LogRecord, Span, iter_json_lines,
-                     log_records, spans)
+from ...otel import (CUMULATIVE, DELTA, LOCAL_FILE_PATTERNS, BadBatch, BadLine, LogRecord, Span,
+                     iter_json_lines, log_records, spans)
 from ._format import is_int
 from ._metric_fold import MetricFolder
 from ._names import HOST_NAME, RANK_ATTRIBUTE, SERVICE_INSTANCE_ID
@@ -22,8 +22,7 @@ from ._steplog_fold import STEP_FIELD, TIME_FIELD, StepLog
 __all__ = ["PATTERNS", "STEP_FIELD", "TIME_FIELD", "Point", "Series", "Telemetry", "kind_of",
            "load_telemetry", "plotted", "process_key", "rates", "stepped"]
 
-PATTERNS = {"metrics": "metrics-*.jsonl", "traces": "traces-*.jsonl", "logs": "logs-*.jsonl",
-            "steplog": "steplog-*.jsonl"}
+PATTERNS = LOCAL_FILE_PATTERNS  # the files the report reads, by kind
 
 _KIND_OF = {m.name: m.kind for m in CENSUS + (CENSUS_ERRORS,)}
 _INT64 = (-(1 << 63), (1 << 63) - 1)
