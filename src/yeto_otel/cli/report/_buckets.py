@@ -14,7 +14,7 @@ apart (a process, a reset of a running total): it rides along untouched.
 
 from __future__ import annotations
 
-__all__ = ["MAX_BUCKETS", "TimeBuckets"]
+__all__ = ["MAX_BUCKETS", "TimeBuckets", "page_share"]
 
 # How many buckets a series spans at most while it is read (4 points each at most).
 MAX_BUCKETS = 512
@@ -103,6 +103,12 @@ class TimeBuckets:
 
     def __len__(self) -> int:
         return len(self.buckets)
+
+
+def page_share(page_points: int, series: int) -> int:
+    """The buckets each of `series` series may keep so that together they hold at most
+    `page_points` points (4 a bucket): the more series, the fewer buckets each, one at least."""
+    return max(1, min(MAX_BUCKETS, page_points // 4 // max(1, series)))
 
 
 def _merge(into: list, other: list) -> None:

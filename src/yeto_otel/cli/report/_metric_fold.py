@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ...census import Kind
 from ...otel import CUMULATIVE, DELTA, attributes, metric_points
-from ._buckets import MAX_BUCKETS, TimeBuckets
+from ._buckets import MAX_BUCKETS, TimeBuckets, page_share
 
 __all__ = ["MAX_CHANGES", "MetricFolder", "PAGE_POINTS"]
 
@@ -322,8 +322,7 @@ class MetricFolder:
     def finish(self, make_point) -> None:
         """Fold every series to its share of the page and hand it its points
         (`make_point(time, value, source file, segment)`)."""
-        share = PAGE_POINTS // 4 // max(1, len(self._folds))
-        limit = max(1, min(MAX_BUCKETS, share))  # the more series, the fewer buckets each
+        limit = page_share(PAGE_POINTS, len(self._folds))
         for fold in self._folds:
             fold.flush()
             fold.shrink(limit)

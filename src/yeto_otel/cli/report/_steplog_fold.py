@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import heapq
 
-from ._buckets import MAX_BUCKETS, TimeBuckets
+from ._buckets import MAX_BUCKETS, TimeBuckets, page_share
 from ._format import number
 from ._names import STEP_LOG_PREFIX, allocator_flag_key
 
@@ -131,8 +131,7 @@ class StepLog:
         """Fold every series further, to the share of the page's points it may draw."""
         folds = [b for f in self.files.values() for s in f.series.values()
                  for b in (s.levels, s.gaps) if len(b)]
-        share = _PAGE_POINTS // 4 // max(1, len(folds))
-        limit = max(1, min(MAX_BUCKETS, share))  # the more series, the fewer buckets each
+        limit = page_share(_PAGE_POINTS, len(folds))
         for buckets in folds:
             buckets.shrink(limit)
 
