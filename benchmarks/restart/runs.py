@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from yeto_otel.proc import evict_from_page_cache
+
 from .anchor_set import MiB, PT_NAME, ST_NAME
 from .report import mib
 
@@ -18,17 +20,12 @@ ENTRY = Path(__file__).resolve().parents[1] / "restart_anchors.py"
 
 
 def evict(path: str) -> str | None:
-    """Drop this file's pages from the page cache (they are clean: the files were fsynced):
-    a cold start for this file alone, without root and without evicting the libraries the
-    children run on, which `drop_caches` would and which would then fault in during the
-    timed restart of every variant alike."""
+    """This file alone out of the page cache (the product's `evict_from_page_cache`): a cold
+    start without root and without evicting the libraries the children run on, which
+    `drop_caches` would and which would then fault in during the timed restart of every
+    variant alike. None, or why it could not."""
     try:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fdatasync(fd)
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
+        evict_from_page_cache(path)
     except OSError as exc:
         return f"{type(exc).__name__}: {exc}"
     return None

@@ -13,6 +13,7 @@ import torch
 
 from anchor_testkit import file_mappings, one_span, smaps_rss
 from yeto_otel.anchors import _prefetch, _resume, load_resume_anchors, save_resume_anchors
+from yeto_otel.proc import evict_from_page_cache
 
 MiB = 1 << 20
 PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -24,15 +25,6 @@ TAKEN = [f"shard.{i:04d}" for i in range(3, 32, 8)]  # every 8th, as a fragment'
 def _save(path, count=32):
     save_resume_anchors(path, {f"shard.{i:04d}": torch.full((NUMEL,), float(i))
                                for i in range(count)})
-
-
-def _evict(path):
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fdatasync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
 
 
 def _vm_flags(path) -> list[set[str]]:
@@ -51,7 +43,7 @@ def _vm_flags(path) -> list[set[str]]:
 
 def _cold_catch_up(path, provider, **kwargs) -> int:
     """A cold resume that takes every 8th anchor and reads it whole; the bytes touched."""
-    _evict(path)
+    evict_from_page_cache(path)
     with load_resume_anchors(path, tracer_provider=provider, **kwargs) as anchors:
         for name in TAKEN:
             assert float(anchors.tensors[name][-1]) == float(name[-4:])

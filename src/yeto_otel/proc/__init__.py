@@ -11,13 +11,14 @@ from ._cgroup_memory import (UNLIMITED_FROM, CgroupReading, MemoryCgroupFiles, p
                              parse_pressure_totals, parse_single_value)
 from ._files import (ProcFile, ProcReadError, parse_kb_fields, read_anonymous_bytes, read_kb_fields,
                      read_raw_field)
-from ._advice import advise_random_access, advise_will_need
+from ._advice import advise_random_access, advise_will_need, evict_from_page_cache
 from ._residency import PAGE_SIZE, FileMapping, Residency, ResidencyProbe
 
 __all__ = [
     "UNLIMITED_FROM",
     "advise_random_access",
     "advise_will_need",
+    "evict_from_page_cache",
     "CgroupNotFound",
     "CgroupReading",
     "MemoryCgroup",

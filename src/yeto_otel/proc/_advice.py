@@ -13,13 +13,12 @@ are already cached: the kernel still maps whole large folios around a fault.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import mmap
 import os
 
 from ._residency import PAGE_SIZE, FileMapping
 
-__all__ = ["advise_random_access", "advise_will_need"]
+__all__ = ["advise_random_access", "advise_will_need", "evict_from_page_cache"]
 
 # Python's mmap module exposes the constants (and madvise only on its own mappings).
 _MADV_RANDOM = getattr(mmap, "MADV_RANDOM", 1)
@@ -30,7 +29,7 @@ _libc = None
 def _madvise():
     global _libc
     if _libc is None:
-        _libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        _libc = ctypes.CDLL(None, use_errno=True)  # the C library this process runs on
         _libc.madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
         _libc.madvise.restype = ctypes.c_int
     return _libc.madvise
@@ -59,3 +58,16 @@ def advise_will_need(address: int, length: int) -> int:
     end = -(-(address + length) // PAGE_SIZE) * PAGE_SIZE
     _advise(start, end - start, _MADV_WILLNEED, "MADV_WILLNEED")
     return end - start
+
+
+def evict_from_page_cache(path) -> None:
+    """Drop a file's pages from the page cache (`posix_fadvise(DONTNEED)`), as after a
+    reboot or on a busy node, so the next reader reads it from disk; its dirty pages are
+    written first, since DONTNEED leaves those behind. Only this file: the rest of the cache,
+    unlike with `drop_caches`, stays as it was. Advisory (a no-op on tmpfs); raises OSError."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        os.fdatasync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)

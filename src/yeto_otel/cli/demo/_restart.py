@@ -4,10 +4,10 @@ with `global_new + (local - anchor_old)`, one `fragment_done` each, and keep wha
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 from ... import names
+from ...proc import evict_from_page_cache
 from ...units import format_bytes
 from ._anchors import SyntheticAnchors
 from ._progress import Progress
@@ -55,18 +55,12 @@ class Restart:
 
 def _drop_page_cache(path: str) -> bool:
     """Ask the kernel to drop the file's cached pages, so a restart reads from disk as after a
-    reboot or on a busy node (advisory; a no-op on tmpfs)."""
+    reboot or on a busy node; False where it cannot (advisory either way)."""
     try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return False
-    try:
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        evict_from_page_cache(path)
         return True
-    except (OSError, AttributeError):
+    except (OSError, AttributeError):  # AttributeError: no posix_fadvise on this platform
         return False
-    finally:
-        os.close(fd)
 
 
 def _trainer_state(anchors: SyntheticAnchors, behind: Behind) -> tuple[dict, dict]:
