@@ -30,6 +30,18 @@ def run_instrumented(code: str, env: dict[str, str], timeout: float = 120, *,
                           capture_output=True, text=True, timeout=timeout, cwd=cwd)
 
 
+def traced_run(code: str, disabled: str = "yeto_host_memory") -> list[dict]:
+    """Run `code` (which prints "trainer ran" at its end) under opentelemetry-instrument with
+    its spans printed by the console exporter and no metrics; checks it ran through and
+    returns the exported spans. `disabled`: OTEL_PYTHON_DISABLED_INSTRUMENTATIONS."""
+    result = run_instrumented(code, {"OTEL_TRACES_EXPORTER": "console",
+                                     "OTEL_METRICS_EXPORTER": "none",
+                                     "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": disabled})
+    assert result.returncode == 0, result.stderr
+    assert "trainer ran" in result.stdout
+    return console_exports(result.stdout)
+
+
 def console_exports(stdout: str) -> list[dict]:
     """The console metric exporter prints one indented JSON document per export."""
     decoder = json.JSONDecoder()

@@ -16,7 +16,7 @@ from opentelemetry.util._importlib_metadata import entry_points
 from yeto_otel import names as span_table
 from yeto_otel.instrumentation import DcpInstrumentor, TorchLoadInstrumentor
 from yeto_otel.instrumentation import _dcp_phases
-from zero_code import console_exports, run_instrumented
+from zero_code import traced_run
 
 HERE = Path(__file__).resolve().parent
 ORIGINAL_LOAD = dcp.load
@@ -241,12 +241,7 @@ def test_zero_code_under_opentelemetry_instrument(tmp_path):
         "dcp.load(d, checkpoint_id=p)\n"
         "assert torch.equal(d['w'], torch.ones(1024))\n"
         "print('trainer ran')\n")
-    result = run_instrumented(code, {"OTEL_TRACES_EXPORTER": "console",
-                                     "OTEL_METRICS_EXPORTER": "none",
-                                     "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "yeto_host_memory"})
-    assert result.returncode == 0, result.stderr
-    assert "trainer ran" in result.stdout
-    exported = console_exports(result.stdout)
+    exported = traced_run(code)
     spans = [d for d in exported if d.get("name") == "dcp.load"]
     assert len(spans) == 1
     assert spans[0]["attributes"]["yeto.dcp.path"] == str(tmp_path / "zc")
@@ -263,10 +258,5 @@ def test_a_program_that_never_uses_dcp_gets_it_neither_imported_nor_patched(tmp_
         "torch.load(p, weights_only=True)\n"
         "assert 'torch.distributed.checkpoint' not in sys.modules, 'imported by yeto_dcp'\n"
         "print('trainer ran')\n")
-    result = run_instrumented(code, {"OTEL_TRACES_EXPORTER": "console",
-                                     "OTEL_METRICS_EXPORTER": "none",
-                                     "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "yeto_host_memory"})
-    assert result.returncode == 0, result.stderr
-    assert "trainer ran" in result.stdout
-    names = [d.get("name") for d in console_exports(result.stdout)]
+    names = [d.get("name") for d in traced_run(code)]
     assert names == ["torch.load"]  # the other load instrumentors go on as before

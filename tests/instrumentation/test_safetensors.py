@@ -20,7 +20,7 @@ from opentelemetry.util._importlib_metadata import entry_points
 
 from yeto_otel import names as span_table
 from yeto_otel.instrumentation import SafetensorsInstrumentor
-from zero_code import console_exports, run_instrumented
+from zero_code import traced_run
 
 ORIGINAL_SAFE_OPEN = safetensors.safe_open
 ORIGINAL_LOAD_FILE = safetensors.torch.load_file
@@ -247,12 +247,7 @@ print("trainer ran")
 
 def _zero_code_spans(tmp_path, disabled: str):
     path = str(tmp_path / "zc.safetensors")
-    result = run_instrumented(f"PATH = {path!r}\n" + ZERO_CODE, {
-        "OTEL_TRACES_EXPORTER": "console", "OTEL_METRICS_EXPORTER": "none",
-        "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": disabled})
-    assert result.returncode == 0, result.stderr
-    assert "trainer ran" in result.stdout
-    spans = [d for d in console_exports(result.stdout)
+    spans = [d for d in traced_run(f"PATH = {path!r}\n" + ZERO_CODE, disabled)
              if d.get("name", "").startswith("safetensors.")]
     return {d["name"]: d for d in spans}, [d["name"] for d in spans], path
 

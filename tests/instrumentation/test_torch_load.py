@@ -16,7 +16,7 @@ from opentelemetry.trace import StatusCode
 from opentelemetry.util._importlib_metadata import entry_points
 
 from yeto_otel import names as span_table
-from zero_code import console_exports, run_instrumented
+from zero_code import traced_run
 from yeto_otel.instrumentation import TorchLoadInstrumentor
 
 ORIGINAL_LOAD = torch.load
@@ -239,12 +239,7 @@ print("trainer ran")
 
 def test_zero_code_traces_torch_load(tmp_path):
     code = f"PATH = {str(tmp_path / 'zc.pt')!r}\n" + ZERO_CODE
-    result = run_instrumented(code, {"OTEL_TRACES_EXPORTER": "console",
-                                     "OTEL_METRICS_EXPORTER": "none",
-                                     "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "yeto_host_memory"})
-    assert result.returncode == 0, result.stderr
-    assert "trainer ran" in result.stdout
-    spans = [d for d in console_exports(result.stdout) if d.get("name") == "torch.load"]
+    spans = [d for d in traced_run(code) if d.get("name") == "torch.load"]
     assert len(spans) == 1
     attributes = spans[0]["attributes"]
     assert attributes["yeto.torch_load.path"] == str(tmp_path / "zc.pt")
