@@ -26,3 +26,14 @@ def provider(exporter):
     tp.add_span_processor(SimpleSpanProcessor(exporter))
     yield tp
     tp.shutdown()
+
+
+@pytest.fixture(autouse=True)
+def _settings_read_afresh():
+    """A process reads its settings once (`current_settings`); each test sets its own
+    environment, so each starts without the previous test's copy, and leaves none behind."""
+    from yeto_otel.settings import forget_current_settings
+
+    forget_current_settings()
+    yield
+    forget_current_settings()

@@ -1,8 +1,9 @@
 """Rules the code states about itself, checked on the source so they stay kept:
 
 - small modules and functions (the package, the tools, the benchmarks, the generators);
-- only `yeto_otel.settings` reads or writes the environment, and only the public entry points
-  fall back to `load_settings()` when not given their values;
+- only the `yeto_otel.settings` room reads or writes the environment, and only the public entry
+  points fall back to the settings (`load_settings()`, `current_settings()`) when not given
+  their values;
 - every metric, span and attribute name is spelled once, in its table: no other module of
   the package holds one as a string;
 - each room's modules are private by name; rooms use each other only through their faces.
@@ -24,7 +25,7 @@ PACKAGE = ROOT / "src" / "yeto_otel"
 MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 60
 SIZED = [PACKAGE, ROOT / "tools", ROOT / "benchmarks", ROOT / "collector"]
-ROOMS = ("proc", "census", "anchors", "names", "otel", "instrumentation", "cli")
+ROOMS = ("proc", "census", "anchors", "names", "otel", "instrumentation", "cli", "settings")
 
 
 def python_files(*roots: Path) -> list[Path]:
@@ -66,7 +67,8 @@ ENVIRONMENT_EDGES = {
     "yeto_otel.instrumentation._host_memory": {"_instrument"},
     "yeto_otel.instrumentation._dataloader": {"_instrument"},
     "yeto_otel.otel._configurator": {"_configure"},
-    "yeto_otel.otel._distro": {"_configure"},
+    "yeto_otel.otel._foreign": {"_take_charge"},
+    "yeto_otel.otel._start": {"_decide_and_prepare"},
     "yeto_otel.otel._resource": {"detect"},
     "yeto_otel.otel._setup": {"destination"},
     "yeto_otel.cli._census": {"run"},
@@ -88,17 +90,24 @@ def _environment_uses(tree: ast.AST) -> list[str]:
 
 @pytest.mark.parametrize("path", package_modules(), ids=module_name)
 def test_only_settings_touches_the_environment(path: Path):
-    if module_name(path) == "yeto_otel.settings":
+    if in_settings_room(path):
         return
     assert _environment_uses(ast.parse(path.read_text(encoding="utf-8"))) == []
 
 
-def _functions_calling(tree: ast.AST, callee: str) -> set[str]:
+def in_settings_room(path: Path) -> bool:
+    return module_name(path).split(".")[:2] == ["yeto_otel", "settings"]
+
+
+SETTINGS_READERS = ("load_settings", "current_settings")
+
+
+def _functions_calling(tree: ast.AST, *callees: str) -> set[str]:
     callers = set()
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             for inner in ast.walk(node):
-                if isinstance(inner, ast.Call) and getattr(inner.func, "id", None) == callee:
+                if isinstance(inner, ast.Call) and getattr(inner.func, "id", None) in callees:
                     callers.add(node.name)
     return callers
 
@@ -106,9 +115,9 @@ def _functions_calling(tree: ast.AST, callee: str) -> set[str]:
 @pytest.mark.parametrize("path", package_modules(), ids=module_name)
 def test_settings_are_read_only_at_the_edges(path: Path):
     name = module_name(path)
-    if name == "yeto_otel.settings":
+    if in_settings_room(path):
         return
-    callers = _functions_calling(ast.parse(path.read_text(encoding="utf-8")), "load_settings")
+    callers = _functions_calling(ast.parse(path.read_text(encoding="utf-8")), *SETTINGS_READERS)
     assert callers <= ENVIRONMENT_EDGES.get(name, set()), (
         f"{name} reads settings in {sorted(callers)}: pass the values in instead")
 
@@ -118,7 +127,8 @@ def test_the_edges_list_is_current():
     for name, functions in ENVIRONMENT_EDGES.items():
         path = PACKAGE.parent / (name.replace(".", "/") + ".py")
         assert path.is_file(), name
-        assert functions <= _functions_calling(ast.parse(path.read_text()), "load_settings"), name
+        assert functions <= _functions_calling(ast.parse(path.read_text()), *SETTINGS_READERS), \
+            name
 
 
 # --- names -----------------------------------------------------------------------------------

@@ -9,7 +9,6 @@ import re
 import subprocess
 import sys
 import textwrap
-import warnings
 
 import pytest
 
@@ -82,16 +81,11 @@ def test_the_package_ships_its_type_information():
     assert importlib.resources.files("yeto_otel").joinpath("py.typed").is_file()
 
 
-@pytest.mark.parametrize("old, name", [
-    ("yeto_otel.step_log", "add_census_to_step_log"),
-    ("yeto_otel.host_cache", "HostCacheReleasePolicy"),
-    ("yeto_otel.distro", "configure_telemetry"),
-])
-def test_earlier_import_paths_still_work_with_a_warning(old, name, monkeypatch):
+@pytest.mark.parametrize("old", ["yeto_otel.step_log", "yeto_otel.host_cache",
+                                 "yeto_otel.distro", "yeto_otel.setting_table",
+                                 "yeto_otel.setting_values"])
+def test_the_import_paths_of_earlier_releases_are_gone(old, monkeypatch):
+    """0.4 removed them, as 0.3 announced: an old import fails at once, not with a warning."""
     monkeypatch.delitem(sys.modules, old, raising=False)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        module = importlib.import_module(old)
-    assert getattr(module, name) is getattr(yeto_otel, name)
-    assert any(issubclass(w.category, DeprecationWarning) and old in str(w.message)
-               and f"from yeto_otel import {name}" in str(w.message) for w in caught)
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module(old)

@@ -352,8 +352,9 @@ def spans_md() -> str:
 
 Resource attributes are those of the census (see metrics.md): each rank's spans carry its
 `service.instance.id`, `host.name`, `{ROLE_ATTRIBUTE}` and `{RANK_ATTRIBUTE}` /
-`{LOCAL_RANK_ATTRIBUTE}` / `{WORLD_SIZE_ATTRIBUTE}`; a `torch.load` in a DataLoader worker's
-`__getitem__` is the worker's span, under its identity `<rank id>/worker-<K>`.
+`{LOCAL_RANK_ATTRIBUTE}` / `{WORLD_SIZE_ATTRIBUTE}`; with `YETO_OTEL_WORKER_LOAD_SPANS=on`, a
+`torch.load` in a DataLoader worker's `__getitem__` is the worker's span, under its identity
+`<rank id>/worker-<K>` (by default a worker's loads get no span: see processes.md).
 
 {body}
 """

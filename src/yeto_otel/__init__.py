@@ -15,10 +15,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from . import _moved
 from .version import __version__
-
-_moved.install()  # earlier releases' documented import paths still work, with a warning
 
 # public name -> the room that defines it
 _FACES = {

@@ -1,157 +1,24 @@
-"""A rank's last export when it stops: real signals to real trainer processes.
+"""A rank's last export when it exits, and what no exit code can save: real trainer processes.
 
-SIGTERM (what torchrun, Kubernetes and Slurm send) and SIGINT export the last metric collection
-and the ended spans, then do what the signal would have done without us (the launcher sees the
-same status); a trainer's own handler is chained or, installed after ours, its normal exit
-still flushes; an unreachable collector holds the exit no longer than the bound."""
+A normal exit (the end of the script, `sys.exit`, a trainer's own SIGTERM handler that ends
+the process) exports the last metric collection and the ended spans; an unreachable collector
+holds the exit no longer than the bound; SIGKILL and `os._exit` lose at most one interval.
+The signal handlers (opt-in) are tested in test_signal_flush.py."""
 
 from __future__ import annotations
 
-import os
-import queue
 import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
-from forked import in_fork
-from yeto_otel.census import CENSUS
+from stopping import (BOUND_MS, CENSUS_NAMES, MARGIN_S, STEP_SPAN, Trainer,
+                      assert_last_export_written)
 from yeto_otel.otel import ExitFlush, ProviderFlusher, flush_providers
 from yeto_otel.settings import apply_otel_defaults
-from zero_code import instrument_bin, otlp_lines, run_instrumented
-
-TRAINER = Path(__file__).with_name("stopping_trainer.py")
-CENSUS_NAMES = {metric.name for metric in CENSUS}
-STEP_SPAN = "trainer.step"
-# Far above what exporting to local files takes (milliseconds), far below the SDK's own
-# 10 s export timeout that an unreachable collector would otherwise hold the exit for.
-BOUND_MS = 1000
-MARGIN_S = 6.0
-
-
-class Trainer:
-    """stopping_trainer.py as a rank (RANK=0) with its stdout read line by line."""
-
-    def __init__(self, tmp_path: Path, setup: str, wait: str = "signal", **env: str) -> None:
-        self.local_dir = tmp_path / "telemetry"
-        full_env = {k: v for k, v in os.environ.items()
-                    if not k.startswith(("OTEL_", "YETO_"))
-                    and k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE")}
-        full_env.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1",
-                        YETO_OTEL_LOCAL_DIR=str(self.local_dir), **env)
-        command = [sys.executable, str(TRAINER), setup, wait]
-        if setup.startswith("instrumented"):
-            command.insert(0, instrument_bin())
-        self.process = subprocess.Popen(command, env=full_env, stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                        text=True)
-        self.lines: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        for line in self.process.stdout:
-            self.lines.put(line.strip())
-
-    def wait_for(self, text: str, timeout: float = 120) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                if self.lines.get(timeout=max(0.01, deadline - time.monotonic())) == text:
-                    return
-            except queue.Empty:
-                break
-        self.process.kill()
-        pytest.fail(f"no {text!r} from the trainer:\n{self.process.stderr.read()}")
-
-    def seen(self) -> list[str]:
-        out = []
-        while not self.lines.empty():
-            out.append(self.lines.get())
-        return out
-
-    def stop(self, signum: int) -> tuple[int, float]:
-        """Send `signum`; (exit status as Popen reports it, seconds until the process ended)."""
-        started = time.monotonic()
-        self.process.send_signal(signum)
-        status = self.process.wait(timeout=120)
-        return status, time.monotonic() - started
-
-    def exit_normally(self, how: str = "exit") -> tuple[int, float]:
-        started = time.monotonic()
-        self.process.stdin.write(f"{how}\n")
-        self.process.stdin.flush()
-        status = self.process.wait(timeout=120)
-        return status, time.monotonic() - started
-
-    def exported(self) -> tuple[set[str], set[str]]:
-        """(metric names, span names) in the trainer's local files."""
-        metrics = {m["name"] for batch in otlp_lines(self.local_dir, "metrics")
-                   for rm in batch["resourceMetrics"] for sm in rm["scopeMetrics"]
-                   for m in sm["metrics"]}
-        spans = {s["name"] for batch in otlp_lines(self.local_dir, "traces")
-                 for rs in batch["resourceSpans"] for ss in rs["scopeSpans"]
-                 for s in ss["spans"]}
-        return metrics, spans
-
-
-def assert_last_export_written(trainer: Trainer) -> None:
-    metrics, spans = trainer.exported()
-    assert CENSUS_NAMES & metrics, f"no census collection in the files: {sorted(metrics)}"
-    assert STEP_SPAN in spans
-
-
-# --- signals and exit on the default interval (10 s: no periodic export happens first) -----
-
-
-def test_sigterm_exports_the_last_collection_and_the_spans_and_dies_of_sigterm(tmp_path):
-    trainer = Trainer(tmp_path, "instrumented")
-    trainer.wait_for("ready")
-    status, _ = trainer.stop(signal.SIGTERM)
-    assert status == -signal.SIGTERM  # the status a launcher sees: 143 in a shell
-    assert_last_export_written(trainer)
-
-
-def test_a_trainer_handler_installed_before_is_chained_and_its_exit_code_kept(tmp_path):
-    trainer = Trainer(tmp_path, "in-code+own-handler")
-    trainer.wait_for("ready")
-    status, _ = trainer.stop(signal.SIGTERM)
-    assert status == 7
-    assert f"trainer handler {int(signal.SIGTERM)}" in trainer.seen()
-    assert_last_export_written(trainer)
-
-
-def test_a_trainer_handler_installed_after_replaces_ours_and_its_exit_still_flushes(tmp_path):
-    trainer = Trainer(tmp_path, "instrumented+own-handler")
-    trainer.wait_for("ready")
-    status, _ = trainer.stop(signal.SIGTERM)
-    assert status == 7
-    assert f"trainer handler {int(signal.SIGTERM)}" in trainer.seen()
-    assert_last_export_written(trainer)
-
-
-def test_sigint_exports_then_raises_keyboard_interrupt_as_before(tmp_path):
-    trainer = Trainer(tmp_path, "instrumented")
-    trainer.wait_for("ready")
-    status, _ = trainer.stop(signal.SIGINT)
-    # An uncaught KeyboardInterrupt: the traceback, then Python ends the process by SIGINT.
-    assert status == -signal.SIGINT
-    assert "KeyboardInterrupt" in trainer.process.stderr.read()
-    assert_last_export_written(trainer)
-
-
-def test_an_ignored_sigterm_stays_ignored(tmp_path):
-    trainer = Trainer(tmp_path, "in-code+ignore", "stdin")
-    trainer.wait_for("ready")
-    trainer.process.send_signal(signal.SIGTERM)  # discarded by the kernel: nothing runs
-    status, _ = trainer.exit_normally()
-    assert status == 0
-    assert "exiting" in trainer.seen()
-    assert_last_export_written(trainer)
+from zero_code import otlp_lines, run_instrumented
 
 
 def test_a_normal_exit_exports_the_last_collection(tmp_path):
@@ -159,6 +26,16 @@ def test_a_normal_exit_exports_the_last_collection(tmp_path):
     trainer.wait_for("ready")
     status, _ = trainer.exit_normally()
     assert status == 0
+    assert_last_export_written(trainer)
+
+
+def test_a_trainer_handler_that_ends_the_process_normally_still_exports(tmp_path):
+    """No handler of ours is needed: the trainer's own SIGTERM handler exits, atexit runs."""
+    trainer = Trainer(tmp_path, "instrumented+own-handler")
+    trainer.wait_for("ready")
+    status, _ = trainer.stop(signal.SIGTERM)
+    assert status == 7
+    assert f"trainer handler {int(signal.SIGTERM)}" in trainer.seen()
     assert_last_export_written(trainer)
 
 
@@ -217,7 +94,8 @@ def test_an_unreachable_collector_holds_the_exit_no_longer_than_the_bound(
         tmp_path, unreachable_endpoint, stop):
     trainer = Trainer(tmp_path, "instrumented", "stdin" if stop == "exit" else "signal",
                       OTEL_EXPORTER_OTLP_ENDPOINT=unreachable_endpoint,
-                      YETO_OTEL_EXIT_FLUSH_TIMEOUT=str(BOUND_MS))
+                      YETO_OTEL_EXIT_FLUSH_TIMEOUT=str(BOUND_MS),
+                      YETO_OTEL_EXIT_FLUSH_ON_SIGNALS="on" if stop == "sigterm" else "off")
     trainer.wait_for("ready")
     if stop == "exit":
         status, seconds = trainer.exit_normally()
@@ -273,58 +151,6 @@ def test_a_hanging_provider_does_not_hold_the_others():
         assert quick.calls == 1 and not hanging.release.is_set()
     finally:
         hanging.release.set()
-
-
-# --- where handlers go ------------------------------------------------------------------------
-
-
-def _install_where_allowed() -> tuple:
-    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
-    before = signal.getsignal(signal.SIGTERM)
-    from_thread: list = []
-    other = threading.Thread(target=lambda: from_thread.append(
-        ExitFlush([], 100).install_handlers((signal.SIGTERM,))))
-    other.start()
-    other.join()
-    untouched = signal.getsignal(signal.SIGTERM) == before
-    flush = ExitFlush([], 100)
-    installed = flush.install_handlers((signal.SIGTERM, signal.SIGUSR1))
-    return (from_thread, untouched, installed, signal.getsignal(signal.SIGUSR1) is signal.SIG_IGN,
-            signal.getsignal(signal.SIGTERM) == flush.on_signal)
-
-
-def test_handlers_are_installed_from_the_main_thread_only_and_leave_ignored_signals_alone():
-    # In a forked child: the handlers (and their fork hooks) stay out of the test process.
-    from_thread, untouched, installed, still_ignored, ours = in_fork(_install_where_allowed)
-    assert from_thread == [[]] and untouched
-    assert installed == [signal.SIGTERM] and still_ignored and ours
-
-
-FORKED_CHILD = """
-import os, signal, sys, time
-from yeto_otel.otel import exit_flush
-assert exit_flush() is not None, "the rank has no exit flush"
-pid = os.fork()
-if pid == 0:
-    time.sleep(3600)
-    os._exit(0)
-started = time.monotonic()
-os.kill(pid, signal.SIGTERM)
-_, status = os.waitpid(pid, 0)
-print("child", os.WIFSIGNALED(status) and os.WTERMSIG(status), time.monotonic() - started)
-"""
-
-
-def test_a_forked_child_dies_of_sigterm_at_once_without_flushing_the_ranks_providers(tmp_path):
-    result = run_instrumented(FORKED_CHILD, {"RANK": "0", "YETO_OTEL_LOCAL_DIR": str(tmp_path),
-                                             "YETO_OTEL_EXIT_FLUSH_TIMEOUT": "30000"},
-                              console=False)
-    assert result.returncode == 0, result.stderr
-    _, killed_by, seconds = result.stdout.split()
-    assert int(killed_by) == signal.SIGTERM
-    # The child inherited the handler; a flush there would wait on exporters that do not
-    # send from the child. It chains at once instead (30 s would be the bound).
-    assert float(seconds) < MARGIN_S
 
 
 # --- the setting and the defaults -------------------------------------------------------------

@@ -21,8 +21,8 @@ from opentelemetry.trace import Status, StatusCode
 from .. import names
 from ..names import LOAD_MODE_ATTRIBUTE, RESUME_BYTES_MAPPED, RESUME_BYTES_TOUCHED
 from ..proc import ProcReadError, ResidencyProbe, advise_random_access, read_anonymous_bytes
-from ..setting_values import ANCHOR_READAHEAD
-from ..settings import load_settings
+from ..settings import ANCHOR_READAHEAD
+from ..settings import current_settings
 from ..version import __version__
 from ._file_format import dtype_name
 from ._load import EAGER, MMAP, choose_mode, load_tensors
@@ -215,7 +215,7 @@ def load_resume_anchors(path: str | os.PathLike, *, mode: str | None = None,
     faulting pages; when not given, YETO_DILOCO_RESUME_ANCHOR_READAHEAD decides.
     `tracer_provider` / `meter_provider`: the global ones when not given.
     """
-    settings = load_settings() if mode is None or readahead is None else None
+    settings = current_settings() if mode is None or readahead is None else None
     mode, readahead = _chosen(mode, readahead, settings)
     path = os.fspath(path)
     # Import torch before the "before" reading, or a first use of torch in the process would

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..proc import read_raw_field
-from ..settings import load_settings, parse_setting
+from ..settings import current_settings, parse_setting
 from ._errors import AnchorSaveError
 from ._file_format import (NAME_SEPARATOR, PAGE_BYTES, Layout, dtype_name, flat_layout,
                            payload)
@@ -84,7 +84,7 @@ def save_resume_anchors(path: str | os.PathLike, tensors: Mapping[str, object], 
     import torch
 
     if dtype is None:
-        dtype = load_settings().anchor_dtype  # YETO_DILOCO_ANCHOR_DTYPE, validated there
+        dtype = current_settings().anchor_dtype  # YETO_DILOCO_ANCHOR_DTYPE, validated there
     target_dtype = _resolve_dtype(dtype)
     shapes = {name: _checked(name, tensor, target_dtype) for name, tensor in tensors.items()}
     layout = flat_layout(shapes)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 import threading
 
-from ..settings import Settings, SettingsError, load_settings
+from ..settings import Settings, SettingsError, current_settings
 from ._allocator import unresolved_allocator
 from ._cgroup import CgroupCensus
 from ._quantity import Kind
@@ -76,7 +76,7 @@ def add_census_to_step_log(record: dict, *, rank: int | None = None,
     between reads the record carries the last value and its age in seconds.
     """
     if settings is None:
-        settings = load_settings()
+        settings = current_settings()
     if not settings.step_log_census or _sync_rank(rank, settings) != 0:
         return record
     snapshot = _census_reader(settings).take()

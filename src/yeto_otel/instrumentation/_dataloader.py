@@ -30,24 +30,32 @@ from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 from ..census import CensusInstruments, CensusReader
 from ..otel import (current_role, mark_worker, rank_attributes, rank_resource_attributes,
                     start_process_pipeline, user_resource_attributes, worker_resource_attributes)
-from ..settings import Settings, load_settings
+from ..settings import Settings, current_settings
 from ..version import __version__
 from ._host_memory import METER_NAME
 from ._post_import import when_imported
 
-__all__ = ["DataLoaderWorkerInstrumentor", "WorkerTelemetry"]
+__all__ = ["WORKER_EXIT_FLUSH_MS", "DataLoaderWorkerInstrumentor", "WorkerTelemetry"]
 
 _log = logging.getLogger("yeto_otel.dataloader")
 # After the worker's own finalizers (torch's run at priority 0 and up): flush last.
 _FLUSH_PRIORITY = -10
+# How long a worker's exit may wait for its last export. The DataLoader joins its workers at
+# the end of every epoch (non-persistent workers, the default), so this is paid per epoch
+# whenever the collector is slow or gone: small, and fixed. A local file or an agent on the
+# host takes a few milliseconds; what a slower collector has not taken by then is dropped.
+WORKER_EXIT_FLUSH_MS = 50
 
 
 def start_worker_telemetry(settings: Settings, attributes: dict, loader_slot: int,
                            worker_id: int) -> None:
-    """In a DataLoader worker: its own pipeline, with the process census, flushed at exit."""
+    """In a DataLoader worker: its own pipeline, with the process census (and its loads'
+    spans with YETO_OTEL_WORKER_LOAD_SPANS=on), flushed at exit within WORKER_EXIT_FLUSH_MS."""
     mark_worker()
     pipeline = start_process_pipeline(
-        worker_resource_attributes(attributes, worker_id, loader_slot), settings)
+        worker_resource_attributes(attributes, worker_id, loader_slot), settings,
+        exit_flush_timeout_ms=min(settings.exit_flush_timeout_ms, WORKER_EXIT_FLUSH_MS),
+        trace_loads=settings.worker_load_spans)
     meter = pipeline.meter_provider.get_meter(METER_NAME, __version__)
     CensusInstruments(meter, CensusReader(
         allocator=None, node_metrics=False, semconv=settings.semconv_metrics,
@@ -97,7 +105,10 @@ class DataLoaderWorkerInstrumentor(BaseInstrumentor):
 
     def _instrument(self, **kwargs: Any) -> None:
         """Keyword argument `settings` (tests); the environment's otherwise."""
-        settings = kwargs.get("settings") or load_settings()
+        role = current_role()
+        if role is not None and not role.reports:
+            return  # a launcher or a child: its loaders' workers stay silent too
+        settings = kwargs.get("settings") or current_settings()
         if not settings.dataloader_workers:
             return
         self._settings = settings

@@ -32,7 +32,7 @@ from .. import names
 from ..version import __version__
 from ._dcp_async import AsyncUpload, handoff, save_key
 from ._dcp_phases import LoadPhases, Phases, SavePhases, log_once
-from ._load_tracing import replace_attribute, tracer_here
+from ._load_tracing import load_tracer, replace_attribute
 from ._post_import import when_imported
 
 __all__ = ["DcpInstrumentor"]
@@ -65,7 +65,9 @@ class DcpInstrumentor(BaseInstrumentor):
         self._watch = when_imported(_MODULE, self._patch)
 
     def _tracer(self):
-        return tracer_here(self._configured, TRACER_NAME)
+        """The tracer for a call starting now; None: call straight through (uninstrumented,
+        suppressed, a worker's load)."""
+        return load_tracer(self._configured, TRACER_NAME) if self._active else None
 
     def _replace(self, module, attribute: str, make: Callable[[Callable], Callable]) -> None:
         replace_attribute(self._patched, module, attribute, make, _MARK)
@@ -102,9 +104,9 @@ class DcpInstrumentor(BaseInstrumentor):
                      make_phases, parent_for=None):
         @functools.wraps(original)
         def call(*args, **kw):
-            if not self._active or current.get() is not None:
+            tracer = None if current.get() is not None else self._tracer()
+            if tracer is None:
                 return original(*args, **kw)
-            tracer = self._tracer()
             # The failure is recorded here, not by the `with`: DCP's CheckpointException is a
             # BaseException, which the SDK's current-span block lets pass unrecorded.
             with tracer.start_as_current_span(
@@ -141,9 +143,9 @@ class DcpInstrumentor(BaseInstrumentor):
     def _traced_async_save(self, original):
         @functools.wraps(original)
         def async_save(*args, **kw):
-            if not self._active or _saving.get() is not None:
+            tracer = None if _saving.get() is not None else self._tracer()
+            if tracer is None:
                 return original(*args, **kw)
-            tracer = self._tracer()
             with tracer.start_as_current_span(
                     names.DCP_ASYNC_SAVE.name, attributes=_checkpoint_id(kw),
                     record_exception=False, set_status_on_exception=False) as span:

@@ -17,8 +17,8 @@ from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 from opentelemetry.metrics import get_meter
 
 from ..census import CensusInstruments, CensusReader
-from ..otel import current_role
-from ..settings import load_settings
+from ..otel import current_role, process_pipeline
+from ..settings import current_settings
 from ..version import __version__
 
 __all__ = ["HostMemoryInstrumentor"]
@@ -34,12 +34,17 @@ class HostMemoryInstrumentor(BaseInstrumentor):
 
     def _instrument(self, **kwargs: Any) -> None:
         """Keyword arguments: `meter_provider`; `settings` and `proc_root` (for tests)."""
-        settings = kwargs.get("settings") or load_settings()  # a bad value raises here, at start
         role = current_role()
         if role is not None and not role.reports:
-            return  # a launcher or a child: it has no census of its own to report
+            return  # a launcher or a child: it has no census of its own, and no settings to read
+        settings = kwargs.get("settings") or current_settings()  # a bad value raises here, at start
         reader = CensusReader.from_settings(settings, proc_root=kwargs.get("proc_root", "/proc"))
-        meter = get_meter(METER_NAME, __version__, kwargs.get("meter_provider"))
+        # A process whose global providers another configurator set up reports the census on
+        # a pipeline of its own (yeto_otel.otel's `take_charge`).
+        pipeline = process_pipeline()
+        meter_provider = kwargs.get("meter_provider") or (
+            pipeline.meter_provider if pipeline is not None else None)
+        meter = get_meter(METER_NAME, __version__, meter_provider)
         self._census = CensusInstruments(meter, reader)
 
     def _uninstrument(self, **kwargs: Any) -> None:

@@ -1,5 +1,5 @@
-"""What the load instrumentors (torch.load, safetensors, DCP) share: the tracer a process
-traces its loads with, putting a wrapper in place of a module's function (and recording it
+"""What the load instrumentors (torch.load, safetensors, DCP) share: the tracer a load is
+traced with (or none), putting a wrapper in place of a module's function (and recording it
 for uninstrument), logging each kind of measuring failure once, and the mark that a DCP
 load is reading its items (so the `torch.load` it makes per item gets no span of its own)."""
 
@@ -11,19 +11,29 @@ import logging
 import threading
 from typing import Callable, Iterator
 
+from opentelemetry.instrumentation.utils import is_instrumentation_enabled
+
 from ..otel import process_pipeline
 from ..version import __version__
 
 __all__ = ["OnceLog", "checkpoint_items_read", "reading_checkpoint_items", "replace_attribute",
-           "tracer_here"]
+           "load_tracer"]
 
 
-def tracer_here(configured, name: str):
-    """A DataLoader worker traces its loads under its own identity (its own pipeline); any
-    other process through the tracer the instrumentor was given."""
+def load_tracer(configured, name: str):
+    """The tracer a load starting now is traced with, or None when it gets no span: the caller
+    suppressed instrumentation (OpenTelemetry's `suppress_instrumentation()`), or this is a
+    DataLoader worker whose loads are not traced (YETO_OTEL_WORKER_LOAD_SPANS=off, the
+    default: a dataset's per-sample loads). A process with a pipeline of its own (a worker, a
+    rank set up by another configurator) traces through it; any other through the tracer the
+    instrumentor was given."""
+    if not is_instrumentation_enabled():
+        return None
     pipeline = process_pipeline()
     if pipeline is None:
         return configured
+    if not pipeline.trace_loads:
+        return None
     return pipeline.tracer_provider.get_tracer(name, __version__)
 
 

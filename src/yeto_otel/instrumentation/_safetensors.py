@@ -30,7 +30,7 @@ from opentelemetry.trace import Status, StatusCode
 from .. import names
 from ..version import __version__
 from ._load_residency import LoadResidency, file_attributes, log_once
-from ._load_tracing import replace_attribute, tracer_here
+from ._load_tracing import load_tracer, replace_attribute
 from ._post_import import when_imported
 from ._safe_open_handle import TracedSafeOpen
 
@@ -69,7 +69,9 @@ class SafetensorsInstrumentor(BaseInstrumentor):
                          when_imported("safetensors.torch", self._patch_torch)]
 
     def _tracer(self):
-        return tracer_here(self._configured, TRACER_NAME)
+        """The tracer for a load starting now; None: call straight through (uninstrumented,
+        suppressed, a worker's load)."""
+        return load_tracer(self._configured, TRACER_NAME) if self._active else None
 
     def _replace(self, module, attribute: str, make: Callable[[Callable], Callable]) -> None:
         replace_attribute(self._patched, module, attribute, make, "__yeto_safetensors__")
@@ -88,12 +90,13 @@ class SafetensorsInstrumentor(BaseInstrumentor):
     def _traced_load_file(self, original):
         @functools.wraps(original, updated=())
         def load_file(filename, *args, **kw):
-            if not self._active:
+            tracer = self._tracer()
+            if tracer is None:
                 return original(filename, *args, **kw)
             attributes, path = file_attributes(
                 filename, kw.get("device", args[0] if args else "cpu"),
                 kw.get("backend", _DEFAULT_BACKEND))
-            with self._tracer().start_as_current_span(names.SAFETENSORS_LOAD_FILE.name,
+            with tracer.start_as_current_span(names.SAFETENSORS_LOAD_FILE.name,
                                                       attributes=attributes) as span:
                 residency = LoadResidency(path)
                 token = _inside_load.set(True)
@@ -109,9 +112,10 @@ class SafetensorsInstrumentor(BaseInstrumentor):
     def _traced_load(self, original):
         @functools.wraps(original, updated=())
         def load(data, *args, **kw):
-            if not self._active:
+            tracer = self._tracer()
+            if tracer is None:
                 return original(data, *args, **kw)
-            with self._tracer().start_as_current_span(names.SAFETENSORS_LOAD.name,
+            with tracer.start_as_current_span(names.SAFETENSORS_LOAD.name,
                                                       attributes=_data_size(data)) as span:
                 residency = LoadResidency(None)
                 result = original(data, *args, **kw)
@@ -123,12 +127,13 @@ class SafetensorsInstrumentor(BaseInstrumentor):
     def _traced_safe_open(self, original):
         @functools.wraps(original, updated=())
         def safe_open(filename, *args, **kw):
-            if not self._active or _inside_load.get():
+            tracer = None if _inside_load.get() else self._tracer()
+            if tracer is None:
                 return original(filename, *args, **kw)
             attributes, path = file_attributes(
                 filename, kw.get("device", args[1] if len(args) > 1 else "cpu"),
                 kw.get("backend", _DEFAULT_BACKEND))
-            span = self._tracer().start_span(names.SAFETENSORS_SAFE_OPEN.name,
+            span = tracer.start_span(names.SAFETENSORS_SAFE_OPEN.name,
                                              attributes=attributes)
             residency = LoadResidency(path)
             try:

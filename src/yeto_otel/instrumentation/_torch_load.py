@@ -16,12 +16,11 @@ from typing import Any, Collection
 
 from opentelemetry import trace
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
-from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 
 from .. import names
 from ..proc import ResidencyProbe
 from ..version import __version__
-from ._load_tracing import reading_checkpoint_items, tracer_here
+from ._load_tracing import load_tracer, reading_checkpoint_items
 from ._post_import import when_imported
 
 __all__ = ["TorchLoadInstrumentor"]
@@ -57,9 +56,10 @@ class TorchLoadInstrumentor(BaseInstrumentor):
 
         @functools.wraps(original)
         def traced_load(f, *args, **kw):
-            # One item of a DCP load (its read span counts it), or a caller that suppressed
-            # instrumentation (OpenTelemetry's convention; the anchor save's layout lookup).
-            if reading_checkpoint_items() or not is_instrumentation_enabled():
+            # One item of a DCP load (its read span counts it), a caller that suppressed
+            # instrumentation (the anchor save's layout lookup), a worker's per-sample load.
+            tracer = load_tracer(configured, TRACER_NAME)
+            if tracer is None or reading_checkpoint_items():
                 return original(f, *args, **kw)
             path = _path_of(f)
             mapped = bool(kw.get("mmap"))
@@ -70,7 +70,6 @@ class TorchLoadInstrumentor(BaseInstrumentor):
                     attributes[names.TORCH_LOAD_FILE_SIZE.name] = os.stat(path).st_size
                 except OSError:
                     pass  # torch.load will say what is wrong with the path
-            tracer = tracer_here(configured, TRACER_NAME)
             with tracer.start_as_current_span(names.TORCH_LOAD.name, attributes=attributes) as span:
                 result = original(f, *args, **kw)
                 if mapped and path is not None:

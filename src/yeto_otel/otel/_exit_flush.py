@@ -1,9 +1,18 @@
-"""The reporting process's last export when it stops: SIGTERM, SIGINT or a normal exit.
+"""The reporting process's last export when it exits, and, opt-in, when SIGTERM or SIGINT stops it.
 
-Launchers (torchrun, Kubernetes, Slurm) stop a rank with SIGTERM, whose default action ends
-the process at once: no atexit handler runs, so the SDK's own exit flush never happens and the
-last metric collection and the spans still in the batch queue are lost. So the process that
-reports under an identity (a rank, or a plain process) installs, where its SDK is set up:
+By default yeto-otel installs no signal handler: a library's handler changes how the process it
+lives in stops (Python runs a handler only between bytecodes, so a rank inside a long C call
+would no longer die of SIGTERM at once; a framework that chains its own handler to the one it
+found would call ours). So by default the reporting process (a rank, or a plain process) gets:
+
+- an atexit handler for every normal exit (the end of the script, `sys.exit`, an uncaught
+  exception, and a trainer whose own SIGTERM handler ends the process normally, as Lightning
+  and accelerate do). It replaces the SDK's per-provider atexit hooks, which are not bounded.
+  A process that dies of the signal itself loses what it had not exported: at most one metric
+  export interval, and the spans ended since the last batch export (`OTEL_BSP_SCHEDULE_DELAY`,
+  never longer than the interval by our defaults).
+
+With YETO_OTEL_EXIT_FLUSH_ON_SIGNALS=on it also gets:
 
 - a SIGTERM and a SIGINT handler that exports first and then does what the signal would have
   done without us: the handler that was there before is called (a trainer's own handler;
@@ -11,9 +20,10 @@ reports under an identity (a rank, or a plain process) installs, where its SDK i
   the signal is raised again with that action, so the process dies of it and the launcher sees
   the same status (-15 / 143 for SIGTERM). An ignored signal is left ignored, and a handler
   installed from C (not visible to Python) is left alone.
-- an atexit handler for every exit that runs them (normal end, `sys.exit`, an uncaught
-  exception, and a trainer whose own handler, installed after ours, replaced it and exits
-  normally). It replaces the SDK's per-provider atexit hooks, which are not bounded.
+- A handler that finds it is no longer the installed one was chained by whoever replaced it (a
+  framework that calls the handler it found after its own, as Lightning does): it exports,
+  calls the handler it found itself, if any, and returns. It never ends the process: that is
+  the decision of the handler that called it, exactly as without us.
 
 All the exporting a process does on its way out is bounded by YETO_OTEL_EXIT_FLUSH_TIMEOUT, in
 total: each provider is flushed on a thread of its own, joined against one deadline, so an
@@ -28,8 +38,7 @@ the main thread can install signal handlers; elsewhere only atexit is used.
 
 What no handler can save: `os._exit` and SIGKILL (and a trainer's handler that ends with
 either) lose what was not yet exported: at most one metric export interval, the spans ended
-since the last batch export (`OTEL_BSP_SCHEDULE_DELAY`, never longer than the interval by our
-defaults) and the log records of the last second.
+since the last batch export and the log records of the last second.
 """
 
 from __future__ import annotations
@@ -43,7 +52,7 @@ import threading
 import time
 from collections.abc import Iterable
 
-__all__ = ["ExitFlush", "ProviderFlusher", "exit_flush", "flush_providers",
+__all__ = ["STOP_SIGNALS", "ExitFlush", "ProviderFlusher", "exit_flush", "flush_providers",
            "install_exit_flush"]
 
 _log = logging.getLogger("yeto_otel.exit")
@@ -131,6 +140,11 @@ class ExitFlush:
 
     def on_signal(self, signum: int, frame) -> object:
         previous = self.previous.get(signum, signal.SIG_DFL)
+        if signal.getsignal(signum) != self.on_signal:
+            # Called by the handler that replaced ours: export, let the one we found run,
+            # and leave what happens next (dying, going on) to the caller.
+            self.flush(final=False)
+            return previous(signum, frame) if callable(previous) else None
         if previous is signal.SIG_DFL:
             self.flush(final=True)  # the process ends right after: nothing more to export
             return _die_of(signum)
@@ -193,10 +207,11 @@ def exit_flush() -> ExitFlush | None:
 
 
 def install_exit_flush(providers: Iterable, timeout_ms: int, *,
-                       signals: Iterable[int] = STOP_SIGNALS) -> ExitFlush:
-    """Flush `providers` (the SDK's global ones) when this process stops, within `timeout_ms`
-    in all. Once per process: a later call returns the first one (the SDK's global providers
-    cannot be replaced either)."""
+                       signals: Iterable[int] = ()) -> ExitFlush:
+    """Flush `providers` (the SDK's global ones) when this process exits, within `timeout_ms`
+    in all, and when one of `signals` (none by default; `STOP_SIGNALS` with
+    YETO_OTEL_EXIT_FLUSH_ON_SIGNALS=on) stops it. Once per process: a later call returns the
+    first one (the SDK's global providers cannot be replaced either)."""
     global _current
     existing = exit_flush()
     if existing is not None:

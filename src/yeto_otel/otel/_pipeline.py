@@ -1,11 +1,12 @@
-"""An SDK pipeline of a process's own, beside the global providers: for a DataLoader worker.
+"""An SDK pipeline of a process's own, beside the global providers: for a DataLoader worker,
+and for a rank whose global providers another configurator set up (see `_foreign`).
 
 A forked worker inherited its rank's global providers (which export nothing in it, see
 `_owner_only`), and a spawned one has none (it is a child, see `_process`); neither may report
 through them. The worker gets providers of its own instead, with its own resource and the
 exporters the environment names, exactly as the configurator would pick them; they send only
-from this process and are flushed by `shutdown()` when it exits, within the exit flush bound
-(YETO_OTEL_EXIT_FLUSH_TIMEOUT: a DataLoader waits 5 s for a worker to exit, then kills it).
+from this process and are flushed by `shutdown()` when it exits, within a bound of the
+caller's (a worker's is short: the end of an epoch waits for its workers to exit).
 The SDK's own unbounded atexit hooks are not registered for them: `shutdown()` is their exit.
 """
 
@@ -36,6 +37,7 @@ class ProcessPipeline:
     tracer_provider: TracerProvider
     meter_provider: MeterProvider
     exit_flush_timeout_ms: int = Settings.exit_flush_timeout_ms
+    trace_loads: bool = True  # whether the load instrumentors give this process's loads spans
 
     def shutdown(self) -> bool:
         """Export what is pending (a last collection of every metric) and stop, within the
@@ -65,9 +67,12 @@ def _metric_readers(classes: dict, args: dict) -> list[MetricReader]:
     return readers
 
 
-def start_process_pipeline(attributes: dict, settings: Settings) -> ProcessPipeline:
-    """Providers for this process under `attributes` (traces and metrics: the worker has no
-    log records of ours), or the one already started here."""
+def start_process_pipeline(attributes: dict, settings: Settings, *,
+                           exit_flush_timeout_ms: int | None = None,
+                           trace_loads: bool = True) -> ProcessPipeline:
+    """Providers for this process under `attributes` (traces and metrics: yeto-otel has no log
+    records of its own there), or the one already started here. `shutdown()` waits at most
+    `exit_flush_timeout_ms` (YETO_OTEL_EXIT_FLUSH_TIMEOUT when not given)."""
     global _pipeline
     existing = process_pipeline()
     if existing is not None:
@@ -84,6 +89,8 @@ def start_process_pipeline(attributes: dict, settings: Settings) -> ProcessPipel
             BatchSpanProcessor(OwnerOnlySpanExporter(cls(**args.get(cls, {})))))
     meter_provider = MeterProvider(resource=resource, shutdown_on_exit=False,
                                    metric_readers=_metric_readers(metric_classes, args))
+    if exit_flush_timeout_ms is None:
+        exit_flush_timeout_ms = settings.exit_flush_timeout_ms
     _pipeline = ProcessPipeline(os.getpid(), resource, tracer_provider, meter_provider,
-                                settings.exit_flush_timeout_ms)
+                                exit_flush_timeout_ms, trace_loads)
     return _pipeline

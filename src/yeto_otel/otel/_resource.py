@@ -14,7 +14,7 @@ import socket
 from opentelemetry.sdk.resources import (HOST_NAME, SERVICE_INSTANCE_ID, OTELResourceDetector,
                                          Resource, ResourceDetector)
 
-from ..settings import Settings, load_settings
+from ..settings import Settings, current_settings
 from ._process import Role
 
 __all__ = ["LOCAL_RANK_ATTRIBUTE", "RANK_ATTRIBUTE", "ROLE_ATTRIBUTE", "WORKER_ID_ATTRIBUTE",
@@ -71,4 +71,4 @@ class YetoResourceDetector(ResourceDetector):
     (listed first, so the user's own attributes override ours)."""
 
     def detect(self) -> Resource:
-        return Resource(rank_resource_attributes(load_settings()))
+        return Resource(rank_resource_attributes(current_settings()))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from ..settings import exporter_choices, load_settings, local_exporters_selected, otlp_endpoint
+from ..settings import exporter_choices, current_settings, local_exporters_selected, otlp_endpoint
 from ._configurator import YetoConfigurator
 from ._distro import YetoDistro
 
@@ -15,7 +15,7 @@ __all__ = ["configure_telemetry", "destination"]
 def destination() -> str:
     """Where this process's telemetry goes, in words (after the defaults are applied)."""
     if local_exporters_selected():
-        return f"local OTLP JSON files in {os.path.abspath(load_settings().local_dir)}"
+        return f"local OTLP JSON files in {os.path.abspath(current_settings().local_dir)}"
     endpoint = otlp_endpoint() or "the OTLP default endpoint"
     exporters = ", ".join(f"{signal}={value}" for signal, value in exporter_choices().items())
     return f"{exporters} (OTLP endpoint: {endpoint})"

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
-from ...setting_values import SettingsError, parse_sdk_duration
+from ...settings import SettingsError, parse_sdk_duration
 
 __all__ = ["DEFAULT_ENDPOINT", "DEFAULT_TIMEOUT_S", "Destination", "add_destination_arguments",
            "destinations", "parse_headers"]

@@ -44,6 +44,8 @@ ACCEPTED = {
     "YETO_OTEL_SMAPS_BUDGET": [("0.1", 0.1), ("0", 0.0), ("100", 100.0), ("0.001", 0.001),
                                ("always", float("inf")), (" 2 ", 2.0), ("1e-3", 0.001)],
     "YETO_OTEL_IDENTITY_OWNER": [("3:4242", (3, 4242)), ("-:17", (None, 17)), ("", None)],
+    "YETO_OTEL_EXIT_FLUSH_ON_SIGNALS": [("off", False), ("on", True), (" on ", True)],
+    "YETO_OTEL_WORKER_LOAD_SPANS": [("off", False), ("on", True), (" on ", True)],
 }
 
 REJECTED = {
@@ -69,6 +71,8 @@ REJECTED = {
     "YETO_OTEL_SMAPS_BUDGET": ["", "-0.1", "100.5", "nan", "inf", "Always", "never", "0.1%",
                                "1" * 40, "\u0661"],
     "YETO_OTEL_IDENTITY_OWNER": ["4242", "3:", ":4242", "x:1", "3:4a", "-1:2", "3:4:5"],
+    "YETO_OTEL_EXIT_FLUSH_ON_SIGNALS": ["", "1", "true", "ON", "yes"],
+    "YETO_OTEL_WORKER_LOAD_SPANS": ["", "0", "sampled", "Off", "all"],
 }
 
 FIELD = {
@@ -89,6 +93,8 @@ FIELD = {
     "YETO_OTEL_SEMCONV_METRICS": "semconv_metrics",
     "YETO_OTEL_SMAPS_BUDGET": "smaps_budget_percent",
     "YETO_OTEL_IDENTITY_OWNER": "identity_owner",
+    "YETO_OTEL_EXIT_FLUSH_ON_SIGNALS": "exit_flush_on_signals",
+    "YETO_OTEL_WORKER_LOAD_SPANS": "worker_load_spans",
 }
 
 ACCEPTED_TEXT = {s.name: s.accepted for s in SETTINGS}
@@ -139,6 +145,8 @@ def test_defaults_match_the_table():
                         "WORLD_SIZE": None, "YETO_OTEL_DATALOADER_WORKERS": "on",
                         "YETO_OTEL_IDENTITY_OWNER": None, "YETO_OTEL_ALLOCATOR_TIMEOUT": "100",
                         "YETO_OTEL_EXIT_FLUSH_TIMEOUT": "3000",
+                        "YETO_OTEL_EXIT_FLUSH_ON_SIGNALS": "off",
+                        "YETO_OTEL_WORKER_LOAD_SPANS": "off",
                         "YETO_OTEL_SEMCONV_METRICS": "on", "YETO_OTEL_SMAPS_BUDGET": "0.1"}
 
 

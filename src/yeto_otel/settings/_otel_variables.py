@@ -1,143 +1,21 @@
-"""Every setting yeto-otel reads, read and validated in one place.
-
-This is the only module that reads (or writes) the environment. Every other module receives
-values: internal code is given a `Settings` or plain arguments, and the public entry points
-(the instrumentors, `add_census_to_step_log`, `save_resume_anchors`, `load_resume_anchors`,
-the distro and the command line) take their values as arguments and fall back to
-`load_settings()` only when an argument is not given. The settings themselves are one table
-(`setting_table`, parsers in `setting_values`), also the source of `docs/settings.md`.
+"""The standard OpenTelemetry SDK variables yeto-otel reads or sets: where telemetry goes (the
+embedded default when nothing says), the defaults the distro fills in, the SDK's own durations
+and sizes checked at start, and the identity owner a reporting process records for its
+children. With `_load`, the only code that reads or writes the environment.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Mapping
 
-__all__ = [
-    "ANCHOR_DTYPES",
-    "EXPORT_VARIABLES",
-    "HOST_ALLOCATOR_ACCEPTED",
-    "HOST_ALLOCATOR_CHOICES",
-    "LOCAL_EXPORTER",
-    "OTEL_DEFAULTS",
-    "SETTINGS",
-    "SIGNALS",
-    "Setting",
-    "Settings",
-    "SettingsError",
-    "IDENTITY_OWNER",
-    "apply_otel_defaults",
-    "check_sdk_variables",
-    "claim_identity",
-    "exporter_choices",
-    "exports_locally",
-    "load_settings",
-    "local_exporters_selected",
-    "otlp_endpoint",
-    "otlp_exporter_variables",
-    "parse_setting",
-    "set_environment_defaults",
-]
+from ._values import IDENTITY_OWNER, OTLP_EXPORTER_BY_PROTOCOL, SDK_VARIABLES, SettingsError
 
-
-from .setting_values import (
-    ANCHOR_DTYPES, HOST_ALLOCATOR_ACCEPTED, HOST_ALLOCATOR_CHOICES, IDENTITY_OWNER,
-    OTLP_EXPORTER_BY_PROTOCOL, SDK_VARIABLES, Setting, SettingsError,
-)
-from .setting_table import SETTINGS
-
-_BY_NAME = {setting.name: setting for setting in SETTINGS}
-
-
-@dataclass(frozen=True)
-class Settings:
-    host_allocator: str = "auto"
-    allocator_timeout_ms: int = 100
-    node_metrics: str = "auto"
-    lock_dir: str = "/dev/shm"
-    step_log_census: bool = False
-    local_dir: str = "yeto-telemetry"
-    anchor_dtype: str | None = None
-    resume_anchor_mmap: bool = True
-    resume_anchor_readahead: str = "anchor"
-    rank: int | None = None
-    local_rank: int | None = None
-    world_size: int | None = None
-    dataloader_workers: bool = True
-    smaps_budget_percent: float = 0.1
-    semconv_metrics: bool = True
-    exit_flush_timeout_ms: int = 3000
-    identity_owner: tuple[int | None, int] | None = None
-
-    @property
-    def reports_node_metrics(self) -> bool:
-        """Whether this process may observe node metrics: under `auto` only while it holds the
-        host's node duty (census `NodeDuty`), under `on` always."""
-        return self.node_metrics != "off"
-
-    @property
-    def node_fallback(self) -> bool:
-        """Whether this process observes node metrics under `auto` when the node duty's lock
-        cannot be used at all: the launcher's first local rank, or a plain process."""
-        return self.local_rank in (None, 0)
-
-
-_FIELDS = {
-    "YETO_OTEL_HOST_ALLOCATOR": "host_allocator",
-    "YETO_OTEL_ALLOCATOR_TIMEOUT": "allocator_timeout_ms",
-    "YETO_OTEL_NODE_METRICS": "node_metrics",
-    "YETO_OTEL_LOCK_DIR": "lock_dir",
-    "YETO_OTEL_LOCAL_DIR": "local_dir",
-    "YETO_DILOCO_HOST_MEM_CENSUS": "step_log_census",
-    "YETO_DILOCO_ANCHOR_DTYPE": "anchor_dtype",
-    "YETO_DILOCO_RESUME_ANCHOR_MMAP": "resume_anchor_mmap",
-    "YETO_DILOCO_RESUME_ANCHOR_READAHEAD": "resume_anchor_readahead",
-    "RANK": "rank",
-    "LOCAL_RANK": "local_rank",
-    "WORLD_SIZE": "world_size",
-    "YETO_OTEL_DATALOADER_WORKERS": "dataloader_workers",
-    "YETO_OTEL_SMAPS_BUDGET": "smaps_budget_percent",
-    "YETO_OTEL_SEMCONV_METRICS": "semconv_metrics",
-    "YETO_OTEL_EXIT_FLUSH_TIMEOUT": "exit_flush_timeout_ms",
-    IDENTITY_OWNER: "identity_owner",
-}
-
-
-def parse_setting(name: str, raw: str) -> object:
-    """Parse one setting's raw text, raising `SettingsError` that names it."""
-    setting = _BY_NAME[name]
-    try:
-        return setting.parse(raw.strip())
-    except ValueError as exc:
-        raise SettingsError(name, raw, setting.accepted, str(exc)) from None
-
-
-def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
-    """Read and validate every setting; the first bad one raises `SettingsError`."""
-    env = os.environ if environ is None else environ
-    values = {}
-    for setting in SETTINGS:
-        raw = env.get(setting.name)
-        if raw is None:
-            raw = setting.default
-        if raw is None:
-            continue
-        values[_FIELDS[setting.name]] = parse_setting(setting.name, raw)
-    settings = Settings(**values)
-    _check_rank_in_world(settings)
-    return settings
-
-
-def _check_rank_in_world(settings: Settings) -> None:
-    # A launcher sets both; RANK >= WORLD_SIZE is a job torch.distributed refuses, and every
-    # resource would name a rank that does not exist. LOCAL_WORLD_SIZE is not read by us, so
-    # LOCAL_RANK is only bounded by itself.
-    rank, world = settings.rank, settings.world_size
-    if rank is not None and world is not None and rank >= world:
-        raise SettingsError("RANK", str(rank), _BY_NAME["RANK"].accepted,
-                            f"WORLD_SIZE is {world}, so ranks go from 0 to {world - 1}")
+__all__ = ["EXPORT_VARIABLES", "LOCAL_EXPORTER", "OTEL_DEFAULTS", "SIGNALS", "apply_otel_defaults",
+           "check_sdk_variables", "choose_configurator", "claim_identity", "exporter_choices",
+           "exports_locally", "local_exporters_selected", "otlp_endpoint",
+           "otlp_exporter_variables", "sdk_disabled", "set_environment_defaults"]
 
 
 # Standard SDK variables that say where telemetry goes. With none of them set, yeto's distro
@@ -274,3 +152,16 @@ def _check_exporters(signal: str, value: str, env: Mapping[str, str]) -> None:
         if exporter not in installed:
             raise SettingsError(name, value, accepted,
                                 f"no {signal} exporter named {exporter!r} is installed")
+
+
+def sdk_disabled(environ: Mapping[str, str] | None = None) -> bool:
+    """OTEL_SDK_DISABLED=true (read as the SDK reads it): nothing of ours may run then."""
+    env = os.environ if environ is None else environ
+    return env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true"
+
+
+def choose_configurator(name: str, environ: dict | None = None) -> bool:
+    """Select the configurator `opentelemetry-instrument` loads next, unless the user chose one
+    (OTEL_PYTHON_CONFIGURATOR); True when it is now `name`."""
+    env = os.environ if environ is None else environ
+    return env.setdefault("OTEL_PYTHON_CONFIGURATOR", name) == name

@@ -4,7 +4,7 @@ its parser. Pure data: `yeto_otel.settings` reads the environment against it, an
 
 from __future__ import annotations
 
-from .setting_values import (
+from ._values import (
     Setting, ANCHOR_DTYPES, HOST_ALLOCATOR_ACCEPTED, IDENTITY_OWNER, RANK_LIMIT,
     parse_allocator, parse_allocator_timeout, parse_anchor_dtype, parse_anchor_readahead,
     parse_directory,
@@ -101,14 +101,40 @@ SETTINGS: tuple[Setting, ...] = (
         "YETO_OTEL_EXIT_FLUSH_TIMEOUT",
         "3000",
         "a whole number of milliseconds, 0 to 30000",
-        "How long a stopping rank (SIGTERM, SIGINT, normal exit) may wait, in all, to export its "
-        "last metric collection, its ended spans and its log records; a DataLoader worker's "
-        "exit is bounded by it too. What is not exported by then (an unreachable collector) is "
-        "dropped and logged once. The default fits well inside the 30 s that torchrun, "
-        "Kubernetes and Slurm give a rank between SIGTERM and SIGKILL, and under the 5 s a "
-        "DataLoader waits for a worker to exit; a local file or an agent on the host takes "
-        "milliseconds. `0`: do not wait.",
+        "How long a stopping rank (a normal exit; SIGTERM and SIGINT too with "
+        "`YETO_OTEL_EXIT_FLUSH_ON_SIGNALS=on`) may wait, in all, to export its last metric "
+        "collection, its ended spans and its log records. What is not exported by then (an "
+        "unreachable collector) is dropped and logged once. The default fits well inside the "
+        "30 s that torchrun, Kubernetes and Slurm give a rank between SIGTERM and SIGKILL; a "
+        "local file or an agent on the host takes milliseconds. A DataLoader worker's exit "
+        "waits at most 50 ms (or this, if shorter), so a slow or absent collector never holds "
+        "up the end of an epoch. `0`: do not wait.",
         parse_exit_flush_timeout,
+    ),
+    Setting(
+        "YETO_OTEL_EXIT_FLUSH_ON_SIGNALS",
+        "off",
+        "`off`, `on`",
+        "`off`: yeto-otel installs no signal handler; a rank that dies of SIGTERM or SIGINT "
+        "loses what it had not exported yet (at most one metric export interval, "
+        "`OTEL_METRIC_EXPORT_INTERVAL`, and the spans ended within it), and one that exits "
+        "normally (a trainer's own handler, `sys.exit`) exports it at exit. `on`: the rank also "
+        "exports on SIGTERM and SIGINT, then does what the signal did before (docs/faults.md). "
+        "The price: Python runs a handler only between bytecodes, so a rank inside a long C "
+        "call (a hung collective, `cuda.synchronize()`) dies of SIGTERM only when that call "
+        "returns, and the launcher may wait out its grace period. Never active when "
+        "`OTEL_SDK_DISABLED=true`.",
+        parse_on_off,
+    ),
+    Setting(
+        "YETO_OTEL_WORKER_LOAD_SPANS",
+        "off",
+        "`off`, `on`",
+        "`off`: a DataLoader worker's `torch.load`, safetensors and DCP loads get no span (a "
+        "dataset that loads one file per sample would send a span per sample); the worker's "
+        "census still reports. `on`: every such load in a worker gets its span, under the "
+        "worker's identity. Loads in the rank itself are traced either way.",
+        parse_on_off,
     ),
     Setting(
         "YETO_DILOCO_HOST_MEM_CENSUS",
