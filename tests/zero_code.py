@@ -17,8 +17,10 @@ def instrument_bin() -> str:
 
 
 def run_instrumented(code: str, env: dict[str, str], timeout: float = 120, *,
-                     console: bool = True, cwd: str | None = None):
-    """`console=False`: no exporter settings at all, so the embedded default (local files)."""
+                     console: bool = True, cwd: str | None = None,
+                     command: list[str] | None = None):
+    """`console=False`: no exporter settings at all, so the embedded default (local files).
+    `command`: run this instead of `python -c code`."""
     full_env = {k: v for k, v in os.environ.items()
                 if not k.startswith(("OTEL_", "YETO_")) and k not in ("RANK", "LOCAL_RANK",
                                                                         "WORLD_SIZE")}
@@ -26,7 +28,8 @@ def run_instrumented(code: str, env: dict[str, str], timeout: float = 120, *,
         full_env.update({"OTEL_METRICS_EXPORTER": "console", "OTEL_TRACES_EXPORTER": "none",
                          "OTEL_LOGS_EXPORTER": "none"})
     full_env.update(env)
-    return subprocess.run([instrument_bin(), sys.executable, "-c", code], env=full_env,
+    command = command or [sys.executable, "-c", code]
+    return subprocess.run([instrument_bin(), *command], env=full_env,
                           capture_output=True, text=True, timeout=timeout, cwd=cwd)
 
 

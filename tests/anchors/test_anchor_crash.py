@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from anchor_testkit import sha256
+from signal_dispositions import default_stop_signals
 from yeto_otel.anchors import load_resume_anchors, save_resume_anchors
 
 MiB = 1 << 20
@@ -58,7 +59,7 @@ def _previous(directory):
 def _spawn(path, how, limit):
     return subprocess.Popen([sys.executable, "-c", CHILD, str(path), how, str(limit)],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=default_stop_signals)
 
 
 def _temp_files(directory):

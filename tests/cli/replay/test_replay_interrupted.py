@@ -13,6 +13,7 @@ import pytest
 
 from otlp_server import OtlpServer, wait_until
 from replay_testkit import clean_env, replay, replay_command, telemetry_dir
+from signal_dispositions import default_stop_signals
 
 LINES = 60
 
@@ -22,7 +23,7 @@ def _start(directory, server) -> subprocess.Popen:
     return subprocess.Popen(replay_command(directory, "--endpoint", server.url, "--batch-bytes",
                                            "0", "--json"),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=clean_env())
+                            env=clean_env(), preexec_fn=default_stop_signals)
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
