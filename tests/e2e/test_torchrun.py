@@ -292,8 +292,10 @@ def collector_job(request, stack, instrument_bin, torchrun_path, tmp_path_factor
     service = _service(f"agent-{start_method}")
     workdir = tmp_path_factory.mktemp(f"torchrun-agent-{start_method}")
     env = job_env(stack, service, OTEL_METRIC_EXPORT_INTERVAL=str(INTERVAL_MS),
-                  OTEL_BSP_SCHEDULE_DELAY="500", OMP_NUM_THREADS="1", YETO_OTEL_HOST_ALLOCATOR="yeto_otel.testing:moving",
-                  YETO_OTEL_LOCAL_DIR=str(workdir / "no-local-files"))
+                  OTEL_BSP_SCHEDULE_DELAY="500", OMP_NUM_THREADS="1",
+                  YETO_OTEL_HOST_ALLOCATOR="yeto_otel.testing:moving",
+                  YETO_OTEL_LOCAL_DIR=str(workdir / "no-local-files"),
+                  YETO_OTEL_WORKER_LOAD_SPANS="on")
     job = launch(command(INSTRUMENT_TORCHRUN, instrument=instrument_bin, torchrun=torchrun_path,
                          workdir=workdir, start_method=start_method),
                  env, workdir, form=INSTRUMENT_TORCHRUN, start_method=start_method)

@@ -83,7 +83,9 @@ def local_env(service: str, local_dir: Path, **env: str) -> dict[str, str]:
                 OTEL_METRIC_EXPORT_INTERVAL=str(INTERVAL_MS), OTEL_BSP_SCHEDULE_DELAY="500",
                 OMP_NUM_THREADS="1",
                 # allocator metrics from a stand-in: something a worker must not report
-                YETO_OTEL_HOST_ALLOCATOR="yeto_otel.testing:moving")
+                YETO_OTEL_HOST_ALLOCATOR="yeto_otel.testing:moving",
+                # the workers' per-sample loads traced (off by default), to see whose they are
+                YETO_OTEL_WORKER_LOAD_SPANS="on")
     full.update(env)
     return full
 

@@ -73,8 +73,11 @@ def test_sigterm_exports_the_last_collection_and_the_spans_and_dies_of_sigterm(t
     assert_last_export_written(trainer)
 
 
-def test_sigint_exports_then_raises_keyboard_interrupt_as_before(tmp_path):
-    trainer = Trainer(tmp_path, "instrumented", **ON)
+@pytest.mark.parametrize("env", [{}, ON], ids=["default", "opt-in"])
+def test_sigint_exports_then_raises_keyboard_interrupt_as_before(tmp_path, env):
+    """Opted in, our handler exports first; by default Python's own raises and the
+    KeyboardInterrupt that ends the interpreter runs the exit flush."""
+    trainer = Trainer(tmp_path, "instrumented", **env)
     trainer.wait_for("ready")
     status, _ = trainer.stop(signal.SIGINT)
     # An uncaught KeyboardInterrupt: the traceback, then Python ends the process by SIGINT.
