@@ -1,0 +1,1 @@
+"""The trainers `benchmarks/step_overhead.py` runs: one rank's script per workload."""
