@@ -1,6 +1,7 @@
 import pytest
 
 from small_disks import mount_tmpfs
+from stopping import kill_leftover_trainers
 from yeto_otel.otel import FAULTS
 
 
@@ -17,3 +18,10 @@ def fresh_fault_log():
     FAULTS.forget()
     yield FAULTS
     FAULTS.forget()
+
+
+@pytest.fixture(autouse=True)
+def _no_trainer_outlives_its_test():
+    """A test that fails before it stops its trainer must not leave the process running."""
+    yield
+    kill_leftover_trainers()

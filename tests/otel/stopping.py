@@ -16,8 +16,19 @@ from signal_dispositions import default_stop_signals
 from yeto_otel.census import CENSUS
 from zero_code import instrument_bin, otlp_lines
 
-__all__ = ["BOUND_MS", "CENSUS_NAMES", "MARGIN_S", "STEP_SPAN", "Trainer", "assert_last_export_written",
-           "wait_until"]
+__all__ = ["BOUND_MS", "CENSUS_NAMES", "MARGIN_S", "STEP_SPAN", "Trainer",
+           "assert_last_export_written", "kill_leftover_trainers", "wait_until"]
+
+# Every trainer started, so that one a failed test left running is killed after it.
+_started: list[subprocess.Popen] = []
+
+
+def kill_leftover_trainers() -> None:
+    while _started:
+        process = _started.pop()
+        if process.poll() is None:
+            process.kill()
+            process.wait()
 
 TRAINER = Path(__file__).with_name("stopping_trainer.py")
 CENSUS_NAMES = {metric.name for metric in CENSUS}
@@ -44,6 +55,7 @@ class Trainer:
         self.process = subprocess.Popen(command, env=full_env, stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                         text=True, preexec_fn=default_stop_signals)
+        _started.append(self.process)
         self.lines: queue.Queue[str] = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
 
