@@ -17,8 +17,9 @@ from zero_code import instrument_bin, otlp_lines
 TRAINER = Path(__file__).with_name("epoch_trainer.py")
 EPOCHS = 3
 # The old exit flush waited ~3 s per epoch (the exit flush bound) against such a collector:
-# 9 s over 3 epochs. The bound now is 50 ms per epoch; the rest of the margin is for a slow,
-# shared machine, not a speed target (benchmarks/worker_teardown.py measures that).
+# 9 s over 3 epochs more than with a fast destination. The bound now is 30 ms per epoch; the
+# rest of the margin is for a slow, shared machine, not a speed target
+# (benchmarks/worker_teardown.py measures that against the bare trainer).
 MARGIN_S = 3.0
 
 
@@ -49,10 +50,13 @@ def run_trainer(tmp_path: Path, method: str, *, instrumented: bool, **env: str):
 
 @pytest.mark.parametrize("method", ["fork", "spawn", "forkserver"])
 def test_an_unreachable_collector_never_holds_up_the_epochs(tmp_path, unreachable, method):
-    bare, _ = run_trainer(tmp_path, method, instrumented=False)
-    with_us, result = run_trainer(tmp_path, method, instrumented=True,
-                                  OTEL_EXPORTER_OTLP_ENDPOINT=unreachable)
-    assert with_us - bare < MARGIN_S, (bare, with_us, result.stderr[-2000:])
+    """Against the same instrumented job writing local files (a destination that answers at
+    once), so that what a spawned worker's start-up costs (its own interpreter under
+    opentelemetry-instrument) is in both and the difference is the collector's alone."""
+    fast, _ = run_trainer(tmp_path, method, instrumented=True)
+    slow, result = run_trainer(tmp_path, method, instrumented=True,
+                               OTEL_EXPORTER_OTLP_ENDPOINT=unreachable)
+    assert slow - fast < MARGIN_S, (fast, slow, result.stderr[-2000:])
 
 
 def worker_spans(directory: Path) -> list[tuple[str, str]]:

@@ -44,7 +44,7 @@ _FLUSH_PRIORITY = -10
 # the end of every epoch (non-persistent workers, the default), so this is paid per epoch
 # whenever the collector is slow or gone: small, and fixed. A local file or an agent on the
 # host takes a few milliseconds; what a slower collector has not taken by then is dropped.
-WORKER_EXIT_FLUSH_MS = 50
+WORKER_EXIT_FLUSH_MS = 30
 
 
 def start_worker_telemetry(settings: Settings, attributes: dict, loader_slot: int,
