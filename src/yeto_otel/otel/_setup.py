@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import os
 
-from ..settings import exporter_choices, current_settings, local_exporters_selected, otlp_endpoint
+from ..settings import (current_settings, exporter_choices, local_exporters_selected,
+                        otlp_endpoint)
 from ._configurator import YetoConfigurator
-from ._distro import YetoDistro
 
 __all__ = ["configure_telemetry", "destination"]
 
@@ -24,7 +24,7 @@ def destination() -> str:
 def configure_telemetry() -> str:
     """Set up the SDK in this process as `opentelemetry-instrument` would with yeto's distro:
     validated settings, the rank's resource attributes, local files when no collector is
-    configured. Returns `destination()`."""
-    YetoDistro().configure()
+    configured. Returns `destination()`. (The configurator decides the process's role first,
+    as the distro does under `opentelemetry-instrument`: see `_start`.)"""
     YetoConfigurator().configure()
     return destination()
