@@ -1,6 +1,7 @@
 """Duty: one process at a time holds it, another takes it over when the holder dies (however),
-a forked child never holds its parent's duty, and a lock that cannot be used is "not held",
-counted and logged once, never an exception."""
+a forked child never holds its parent's duty, each user elects its own holder, and a lock that
+cannot be used is "not held", counted and logged once, never an exception (what is planted at a
+lock's path: test_duty_planted.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import logging
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
 import uuid
@@ -122,38 +124,51 @@ def sticky_shared_dir(request):
     return path
 
 
-def _as_other_user(key: str, directory: str) -> tuple[bool, bool]:
+def _as_other_user(key: str, directory: str) -> dict:
+    """In a forked child that becomes another user: two of its duties under `key` (its own
+    election: the first holds, the second waits) and where its lock went."""
     os.setgid(65534)
     os.setuid(65534)  # this forked child is now a process of another user
-    duty = Duty(key, directory=directory)
-    return duty.held(), duty.failed
+    first, second = Duty(key, directory=directory), Duty(key, directory=directory)
+    held = [first.held(), second.held()]
+    private = os.stat(os.path.dirname(first.path))
+    return {"held": held, "failed": [first.failed, second.failed], "path": first.path,
+            "dir": (private.st_uid, stat.S_IMODE(private.st_mode))}
 
 
-def test_a_lock_file_another_user_made_is_contended_for_not_an_error(sticky_shared_dir):
-    """A job of another user on the host opens (read-only) and locks the file the first job
-    made, whatever that job's umask."""
+def test_two_users_on_one_host_each_elect_their_own_holder(sticky_shared_dir):
+    """Elections are per user: a job of another user on the host neither contends for nor can
+    hold this user's lock; it elects its own reporter in a directory of its own."""
     if os.geteuid() != 0:
         missing("root (to act as two users)", "sudo python -m pytest ...")
     key = _key()
-    old = os.umask(0o077)
+    mine = Duty(key, directory=str(sticky_shared_dir))
     try:
-        mine = Duty(key, directory=str(sticky_shared_dir))
         assert mine.held()
-    finally:
-        os.umask(old)
-    try:
-        assert in_fork(_as_other_user, key, str(sticky_shared_dir)) == (False, False)
+        other = in_fork(_as_other_user, key, str(sticky_shared_dir))
+        assert other["held"] == [True, False] and other["failed"] == [False, False]
+        assert other["path"] != mine.path
+        assert other["path"].startswith(str(sticky_shared_dir / "yeto-otel-65534") + "/")
+        assert other["dir"] == (65534, 0o700)
+        assert mine.held()  # still ours
     finally:
         mine.close()
-    assert in_fork(_as_other_user, key, str(sticky_shared_dir)) == (True, False)
 
 
-def test_the_lock_file_is_readable_by_others_whatever_the_umask(tmp_path):
-    old = os.umask(0o077)
+@pytest.mark.parametrize("umask", [0o000, 0o022, 0o077], ids=oct)
+def test_the_lock_directory_is_0700_and_the_lock_file_0600_whatever_the_umask(tmp_path,
+                                                                              umask):
+    old = os.umask(umask)
     try:
         duty = Duty(_key(), directory=str(tmp_path))
         assert duty.held()
     finally:
         os.umask(old)
-    assert os.stat(duty.path).st_mode & 0o777 == 0o644
+    private = tmp_path / f"yeto-otel-{os.geteuid()}"
+    assert Path(duty.path).parent == private
+    for path, mode, kind in ((private, 0o700, stat.S_ISDIR), (Path(duty.path), 0o600,
+                                                                stat.S_ISREG)):
+        st = os.lstat(path)
+        assert kind(st.st_mode) and st.st_uid == os.geteuid(), path
+        assert stat.S_IMODE(st.st_mode) == mode, (path, oct(st.st_mode))
     duty.close()

@@ -1,11 +1,14 @@
 """Node metrics under YETO_OTEL_NODE_METRICS=auto: exactly one of the host's reporting processes
 exports `yeto.node.*` at a time, whichever local rank it is, and another takes over at its next
-collection when that one exits; without a usable lock the first local rank reports."""
+collection when that one exits; without a usable lock (none, or one planted by someone else)
+the first local rank reports."""
 
 from __future__ import annotations
 
 import logging
+import os
 import socket
+from pathlib import Path
 
 import pytest
 
@@ -60,6 +63,43 @@ def test_without_a_usable_lock_the_first_local_rank_reports(tmp_path, caplog, lo
         assert len([r for r in caplog.records
                     if r.levelno >= logging.WARNING and node_lock in r.getMessage()]) == 1
         assert DUTY_ERROR_SOURCE in reader.error_sources
+    finally:
+        reader.close()
+
+
+def _symlinked_private_dir(lock_dir: Path) -> Path:
+    target = lock_dir / "elsewhere"
+    target.mkdir(mode=0o700)
+    (lock_dir / f"yeto-otel-{os.geteuid()}").symlink_to(target)
+    return lock_dir / f"yeto-otel-{os.geteuid()}"
+
+
+def _open_private_dir(lock_dir: Path) -> Path:
+    private = lock_dir / f"yeto-otel-{os.geteuid()}"
+    private.mkdir()
+    private.chmod(0o777)
+    return private
+
+
+@pytest.mark.parametrize("plant", [_symlinked_private_dir, _open_private_dir])
+@pytest.mark.parametrize("local_rank, reports", [(0, True), (3, False)])
+def test_a_planted_lock_directory_falls_back_to_the_first_local_rank(tmp_path, caplog, plant,
+                                                                     local_rank, reports):
+    planted = plant(tmp_path)
+    reader = _reader(tmp_path, str(tmp_path), local_rank)
+    try:
+        with caplog.at_level(logging.WARNING, logger="yeto_otel.census"):
+            snapshots = [reader.take() for _ in range(2)]
+        for snapshot in snapshots:
+            assert "yeto.process.memory.rss" in snapshot.values
+            found = NODE_METRICS & set(snapshot.values)
+            assert found == (NODE_METRICS if reports else set())
+        assert reader.node_duty.duty.failed
+        assert reader.ledger.counts()[DUTY_ERROR_SOURCE] >= 2
+        node_key = repr(reader.node_duty.duty.key)
+        said = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING
+                and node_key in r.getMessage()]
+        assert len(said) == 1 and str(planted) in said[0] and "refused" in said[0], said
     finally:
         reader.close()
 

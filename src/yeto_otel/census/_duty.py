@@ -14,17 +14,24 @@ Why an flock file in /dev/shm by default (`YETO_OTEL_LOCK_DIR` moves it):
   is written to a disk;
 - a lock directory is something an operator or a test can point elsewhere (to give a job
   an election of its own), which an abstract socket name in the network namespace is not.
-Files are opened read-only (flock needs no more) and created 0644 without `O_CREAT` on an
-existing file, so a job of another user can still open, and contend for, a lock file the
-first job made in the sticky /dev/shm (`fs.protected_regular` refuses `O_CREAT` there).
+
+Elections are per user. /dev/shm is writable by everyone and the files' names are predictable,
+so the lock files live in `<lock dir>/yeto-otel-<euid>/`, a directory only this user can enter
+(0700, its owner and mode checked), and are opened non-blocking and checked to be regular files
+of this user (`_lock_files`). No other user can plant a file that hangs the census (a FIFO) or
+take the duty by holding a lock of ours; in exchange, two users' jobs on one host each elect a
+reporter of their own, and both report the node. Anything foreign found there is an error like
+any other below, and the node's fallback rule applies (`NodeDuty`).
 
 Fork: a child inherits its parent's descriptor and so its flock. A duty belongs to the
 process that took it: in a forked child (a DataLoader worker) `held()` is False and the
 inherited descriptor is closed, so it never keeps a dead parent's duty alive either. Exec'd
 children never get the descriptor (`O_CLOEXEC`).
 
-`held()` never raises: an error (no lock directory, no permission, no descriptor left) means
-"not held"; it is counted in the ledger under `DUTY_ERROR_SOURCE` and logged once.
+`held()` never raises: an error (no lock directory, no permission, no descriptor left, something
+foreign at a lock path) means "not held"; it is counted in the ledger under `DUTY_ERROR_SOURCE`
+on every call and logged once. The next call looks again, so once the foreign thing is gone
+(or the directory is made), the election runs as usual.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ import threading
 import weakref
 
 from ._fault_ledger import FaultLedger
+from ._lock_files import ForeignLockPath, open_lock_file, private_lock_dir
 
 __all__ = ["DEFAULT_LOCK_DIR", "DUTY_ERROR_SOURCE", "Duty"]
 
@@ -53,7 +61,10 @@ class Duty:
     def __init__(self, key: str, *, directory: str = DEFAULT_LOCK_DIR,
                  ledger: FaultLedger | None = None):
         self.key = key
-        self.path = os.path.join(directory, _FILE_PREFIX + _digest(key) + ".lock")
+        self._euid = os.geteuid()  # whose election this is: the owner its files must have
+        self.directory = private_lock_dir(directory, self._euid)
+        self._file_name = _FILE_PREFIX + _digest(key) + ".lock"
+        self.path = os.path.join(self.directory, self._file_name)
         self.ledger = ledger or FaultLedger()
         self._owner_pid = _pid  # the process this duty belongs to
         self._fd = -1
@@ -79,11 +90,16 @@ class Duty:
     def _try_take(self) -> bool:
         try:
             if self._fd < 0:
-                self._fd = _open_lock_file(self.path)
+                self._fd = open_lock_file(self.directory, self._file_name, self._euid)
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             self._failed = False
             return False  # another process holds it
+        except ForeignLockPath as exc:
+            self._failed = True
+            self.ledger.record(DUTY_ERROR_SOURCE, f"cannot take the duty {self.key!r}: {exc}",
+                               kind=self.key)
+            return False
         except Exception as exc:  # an error must never reach the trainer: not held
             self._failed = True
             self.ledger.record(DUTY_ERROR_SOURCE, f"cannot take the duty {self.key!r} "
@@ -124,24 +140,6 @@ class Duty:
 
 def _digest(key: str) -> str:
     return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-
-
-def _open_lock_file(path: str) -> int:
-    flags = os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
-    while True:
-        try:
-            return os.open(path, flags)
-        except FileNotFoundError:
-            pass
-        try:
-            fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o644)
-        except FileExistsError:
-            continue  # another process created it between our two opens
-        try:
-            os.fchmod(fd, 0o644)  # whatever the umask, others may open it to contend
-        except OSError:
-            pass
-        return fd
 
 
 def _after_fork_in_child() -> None:

@@ -54,11 +54,16 @@ SETTINGS: tuple[Setting, ...] = (
         "/dev/shm",
         "an absolute directory path",
         "Where the lock files live that elect one process at a time for a shared duty (the "
-        "node's metrics, a memory cgroup's census). Processes that name the same directory "
-        "share the elections: the default /dev/shm is shared by the processes of a host and "
-        "by the containers of a pod, and is writable even when the root filesystem or /tmp is "
-        "read-only. A lock that cannot be opened there means \"not held\", counted among the "
-        "census errors (source `duty`) and logged once.",
+        "node's metrics, a memory cgroup's census). Processes of one user that name the same "
+        "directory share the elections: the default /dev/shm is shared by the processes of a "
+        "host and by the containers of a pod, and is writable even when the root filesystem or "
+        "/tmp is read-only. The files are kept in `yeto-otel-<uid>` inside it (the effective "
+        "uid), made mode 0700; it must be a directory of that user with no group or other "
+        "permission, and each lock file a regular file of that user, so elections are per "
+        "user: another user's job on the host elects its own reporter and cannot plant or hold "
+        "our locks. A lock that cannot be opened, or anything else found in their place (a "
+        "FIFO, a symbolic link, another user's file or directory), means \"not held\", counted "
+        "among the census errors (source `duty`) and logged once; nothing found is changed.",
         parse_lock_dir,
     ),
     Setting(
