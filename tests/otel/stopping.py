@@ -76,6 +76,12 @@ class Trainer:
         self.process.kill()
         pytest.fail(f"no {text!r} from the trainer:\n{self.process.stderr.read()}")
 
+    def cpu_seconds(self) -> float:
+        """User and system CPU time the trainer has used (/proc/PID/stat)."""
+        with open(f"/proc/{self.process.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def seen(self) -> list[str]:
         out = []
         while not self.lines.empty():

@@ -37,6 +37,8 @@ def test_by_default_sigterm_ends_a_rank_inside_a_c_call_at_once(tmp_path, setup,
     """The C call would run for hours; only the signal's default action ends it now."""
     trainer = Trainer(tmp_path, setup, "c-call", **env)
     trainer.wait_for("in C")
+    started = trainer.cpu_seconds()  # inside the call once it has run 0.3 s of CPU
+    assert wait_until(lambda: trainer.cpu_seconds() - started >= 0.3)
     status, seconds = trainer.stop(signal.SIGTERM)
     assert status == -signal.SIGTERM and seconds < MARGIN_S
 
@@ -45,6 +47,10 @@ def test_the_opt_in_price_a_rank_inside_a_c_call_outlives_sigterm(tmp_path):
     """Documented in docs/faults.md: a Python handler waits for the C call to return."""
     trainer = Trainer(tmp_path, "instrumented", "c-call", **ON)
     trainer.wait_for("in C")
+    # A few bytecodes run between `in C` and the call: a signal that lands there runs the
+    # handler at once. 0.3 s of CPU after the line can only be spent inside the call.
+    started = trainer.cpu_seconds()
+    assert wait_until(lambda: trainer.cpu_seconds() - started >= 0.3)
     trainer.process.send_signal(signal.SIGTERM)
     with pytest.raises(Exception):  # still in its C call: the handler has not run
         trainer.process.wait(timeout=2)
