@@ -15,6 +15,8 @@ epochs run. The pipeline is flushed when the worker exits.
 
 or `opentelemetry-instrument` (entry point `yeto_dataloader_workers`);
 YETO_OTEL_DATALOADER_WORKERS=off, or OTEL_PYTHON_DISABLED_INSTRUMENTATIONS, turns it off.
+Nothing of ours fails an epoch: when the workers' telemetry cannot be prepared, the loader
+starts its workers as it would without yeto-otel.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from ..otel import (current_role, mark_worker, rank_attributes, rank_resource_at
                     start_process_pipeline, user_resource_attributes, worker_resource_attributes)
 from ..settings import Settings, current_settings
 from ..version import __version__
+from ._guard import attempt
 from ._host_memory import METER_NAME
 from ._post_import import when_imported
 
@@ -45,6 +48,7 @@ _FLUSH_PRIORITY = -10
 # whenever the collector is slow or gone: small, and fixed. A local file or an agent on the
 # host takes a few milliseconds; what a slower collector has not taken by then is dropped.
 WORKER_EXIT_FLUSH_MS = 30
+_STEP = "the DataLoader wrapper"
 
 
 def start_worker_telemetry(settings: Settings, attributes: dict, loader_slot: int,
@@ -113,7 +117,8 @@ class DataLoaderWorkerInstrumentor(BaseInstrumentor):
             return
         self._settings = settings
         self._slots = _LoaderSlots()
-        self._watch = when_imported("torch", self._patch)
+        self._watch = when_imported("torch", self._patch,
+                                    "DataLoaderWorkerInstrumentor (yeto_dataloader_workers)")
 
     def _worker_telemetry(self, loader) -> WorkerTelemetry | None:
         role = current_role()
@@ -131,18 +136,19 @@ class DataLoaderWorkerInstrumentor(BaseInstrumentor):
 
         original = DataLoader._get_iterator
         self._original = original
-        instrumentor = self
 
         def _get_iterator(loader):
-            wrapper = instrumentor._worker_telemetry(loader)
-            if wrapper is None:
-                return original(loader)
+            wrapper = attempt(f"{_STEP}: preparing the workers' telemetry",
+                              self._worker_telemetry, loader)
             # Only while the iterator starts its workers: the loader keeps the user's function.
-            loader.worker_init_fn = wrapper
+            if wrapper is None or not attempt(f"{_STEP}: setting worker_init_fn", _set_init,
+                                              loader, wrapper, default=False):
+                return original(loader)
             try:
                 return original(loader)
             finally:
-                loader.worker_init_fn = wrapper.user_init
+                attempt(f"{_STEP}: giving worker_init_fn back", _set_init, loader,
+                        wrapper.user_init)
 
         DataLoader._get_iterator = _get_iterator
 
@@ -155,3 +161,9 @@ class DataLoaderWorkerInstrumentor(BaseInstrumentor):
 
             DataLoader._get_iterator = self._original
             self._original = None
+
+
+def _set_init(loader, init) -> bool:
+    loader.worker_init_fn = init
+    return True
+

@@ -104,8 +104,8 @@ class AsyncUpload:
 
     def follow(self, returned: Any) -> None:
         """End the upload span when what async_save returned completes."""
-        future = getattr(returned, "upload_completion", returned)
         try:
+            future = getattr(returned, "upload_completion", returned)
             future.add_done_callback(self._done)
         except Exception as exc:  # not a future: the upload's end is taken now
             log_once("upload future", f"upload end taken at return: {type(exc).__name__}: {exc}")

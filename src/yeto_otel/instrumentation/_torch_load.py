@@ -5,7 +5,9 @@ counts them).
     TorchLoadInstrumentor().instrument(tracer_provider=provider)
 
 or `opentelemetry-instrument` (entry point `yeto_torch_load`). `uninstrument()` puts the
-original function back, so `torch.load` is again exactly what torch defined.
+original function back, so `torch.load` is again exactly what torch defined. Nothing of ours
+(attributes, measuring, the span itself) ever fails a load or changes what it returns or
+raises.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 from .. import names
 from ..proc import ResidencyProbe
 from ..version import __version__
+from ._guard import attempt, guarded_span
 from ._load_tracing import load_tracer, reading_checkpoint_items
 from ._post_import import when_imported
 
@@ -27,26 +30,41 @@ __all__ = ["TorchLoadInstrumentor"]
 
 
 TRACER_NAME = "yeto_otel.torch_load"
+_STEP = "the torch.load wrapper"
 
 
-def _path_of(f: Any) -> str | None:
-    if isinstance(f, (str, os.PathLike)):
-        return os.fspath(f)
-    return None
+def _file_attributes(f: Any, mapped: bool) -> tuple[dict[str, Any], str | None]:
+    """(span attributes, absolute path or None) for a load of `f`."""
+    attributes: dict[str, Any] = {names.TORCH_LOAD_MMAP.name: mapped}
+    if not isinstance(f, (str, os.PathLike)):
+        return attributes, None
+    path = os.path.abspath(os.fsdecode(f))
+    attributes[names.TORCH_LOAD_PATH.name] = path
+    try:
+        attributes[names.TORCH_LOAD_FILE_SIZE.name] = os.stat(path).st_size
+    except (OSError, ValueError):
+        pass  # torch.load will say what is wrong with the path
+    return attributes, path
+
+
+def _set_mapped_bytes(span, path: str) -> None:
+    residency = ResidencyProbe(path).measure()
+    if residency is not None:
+        span.set_attribute(names.TORCH_LOAD_BYTES_MAPPED.name, residency.bytes_mapped)
 
 
 class TorchLoadInstrumentor(BaseInstrumentor):
     _original = None
+    _watch = None
 
     def instrumentation_dependencies(self) -> Collection[str]:
         return ("torch >= 2.1",)
 
-    _watch = None
-
     def _instrument(self, **kwargs: Any) -> None:
         configured = trace.get_tracer(TRACER_NAME, __version__, kwargs.get("tracer_provider"))
         # torch is patched when the program imports it (or now, if it already has).
-        self._watch = when_imported("torch", lambda torch: self._patch(torch, configured))
+        self._watch = when_imported("torch", lambda torch: self._patch(torch, configured),
+                                    "TorchLoadInstrumentor (yeto_torch_load)")
 
     def _patch(self, torch, configured) -> None:
         import torch.serialization
@@ -58,25 +76,19 @@ class TorchLoadInstrumentor(BaseInstrumentor):
         def traced_load(f, *args, **kw):
             # One item of a DCP load (its read span counts it), a caller that suppressed
             # instrumentation (the anchor save's layout lookup), a worker's per-sample load.
-            tracer = load_tracer(configured, TRACER_NAME)
+            tracer = attempt(f"{_STEP}: choosing the tracer", load_tracer, configured,
+                             TRACER_NAME)
             if tracer is None or reading_checkpoint_items():
                 return original(f, *args, **kw)
-            path = _path_of(f)
             mapped = bool(kw.get("mmap"))
-            attributes: dict[str, Any] = {names.TORCH_LOAD_MMAP.name: mapped}
-            if path is not None:
-                attributes[names.TORCH_LOAD_PATH.name] = os.path.abspath(path)
-                try:
-                    attributes[names.TORCH_LOAD_FILE_SIZE.name] = os.stat(path).st_size
-                except OSError:
-                    pass  # torch.load will say what is wrong with the path
-            with tracer.start_as_current_span(names.TORCH_LOAD.name, attributes=attributes) as span:
+            attributes, path = attempt(f"{_STEP}: the file's path and size", _file_attributes,
+                                       f, mapped,
+                                       default=({names.TORCH_LOAD_MMAP.name: mapped}, None))
+            with guarded_span(_STEP, lambda: tracer.start_as_current_span(
+                    names.TORCH_LOAD.name, attributes=attributes)) as span:
                 result = original(f, *args, **kw)
                 if mapped and path is not None:
-                    residency = ResidencyProbe(path).measure()
-                    if residency is not None:
-                        span.set_attribute(names.TORCH_LOAD_BYTES_MAPPED.name,
-                                           residency.bytes_mapped)
+                    attempt(f"{_STEP}: measuring the mapping", _set_mapped_bytes, span, path)
                 return result
 
         torch.load = traced_load
