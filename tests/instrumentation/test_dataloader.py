@@ -160,6 +160,28 @@ def test_the_wrapper_travels_to_spawned_workers_and_never_fails_them(job, caplog
     assert [p.name.split("-")[1] for p in (job / "inits").iterdir()] == ["5"]
 
 
+def test_uninstrument_leaves_a_wrapper_put_over_ours(job):
+    original = DataLoader._get_iterator
+    instrumentor = DataLoaderWorkerInstrumentor()
+    instrumentor.instrument(settings=Settings(local_dir=str(job / "telemetry")))
+    ours, calls = DataLoader._get_iterator, []
+
+    def theirs(loader):
+        calls.append(loader)
+        return ours(loader)
+
+    DataLoader._get_iterator = theirs
+    try:
+        instrumentor.uninstrument()
+        assert DataLoader._get_iterator is theirs
+        data = loader(job)
+        assert run_epochs(data, 1) == 8 and calls == [data]
+        assert worker_files(job / "telemetry") == []  # ours calls straight through
+        assert len(list((job / "inits").iterdir())) == 2  # the user's init, as it was
+    finally:
+        DataLoader._get_iterator = original
+
+
 class UnhashableLoader(DataLoader):
     """A DataLoader subclass that compares by value: it has no hash (no weak-key slot)."""
 

@@ -137,6 +137,35 @@ def test_uninstrument_restores_torch_load_exactly(provider, exporter, checkpoint
     assert _load_spans(exporter) == []
 
 
+def test_uninstrument_leaves_a_wrapper_put_over_ours(provider, exporter, checkpoint):
+    """Another library wrapped torch.load after us: uninstrument leaves its wrapper in place,
+    which keeps working through ours, now calling straight through; instrumented anew, each
+    load has one span again."""
+    inst = TorchLoadInstrumentor()
+    inst.instrument(tracer_provider=provider)
+    ours, calls = torch.load, []
+
+    def theirs(*args, **kwargs):
+        calls.append(args[0])
+        return ours(*args, **kwargs)
+
+    torch.load = theirs
+    try:
+        inst.uninstrument()
+        assert torch.load is theirs
+        assert torch.serialization.load is ORIGINAL_SERIALIZATION_LOAD
+        assert torch.equal(torch.load(checkpoint, weights_only=True)["b"],
+                           ORIGINAL_LOAD(checkpoint, weights_only=True)["b"])
+        assert calls == [checkpoint] and _load_spans(exporter) == []
+        inst.instrument(tracer_provider=provider)
+        torch.load(checkpoint, weights_only=True)
+        inst.uninstrument()
+        assert torch.load is theirs and len(calls) == 2
+        assert len(_load_spans(exporter)) == 1
+    finally:
+        torch.load = ORIGINAL_LOAD
+
+
 def test_instrument_again_after_uninstrument(provider, exporter, checkpoint):
     inst = TorchLoadInstrumentor()
     for _ in range(2):

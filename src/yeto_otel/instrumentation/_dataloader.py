@@ -16,7 +16,9 @@ epochs run. The pipeline is flushed when the worker exits.
 or `opentelemetry-instrument` (entry point `yeto_dataloader_workers`);
 YETO_OTEL_DATALOADER_WORKERS=off, or OTEL_PYTHON_DISABLED_INSTRUMENTATIONS, turns it off.
 Nothing of ours fails an epoch: when the workers' telemetry cannot be prepared, the loader
-starts its workers as it would without yeto-otel.
+starts its workers as it would without yeto-otel. `uninstrument()` puts torch's
+`_get_iterator` back unless another library wrapped ours since (theirs stays, and ours
+inside it calls straight through).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from ..settings import Settings, current_settings
 from ..version import __version__
 from ._guard import attempt
 from ._host_memory import METER_NAME
+from ._load_tracing import Switch
 from ._post_import import when_imported
 
 __all__ = ["WORKER_EXIT_FLUSH_MS", "DataLoaderWorkerInstrumentor", "WorkerTelemetry"]
@@ -102,6 +105,8 @@ class _LoaderSlots:
 
 class DataLoaderWorkerInstrumentor(BaseInstrumentor):
     _original = None
+    _wrapper = None
+    _switch = None
     _watch = None
 
     def instrumentation_dependencies(self) -> Collection[str]:
@@ -135,9 +140,11 @@ class DataLoaderWorkerInstrumentor(BaseInstrumentor):
         from torch.utils.data import DataLoader
 
         original = DataLoader._get_iterator
-        self._original = original
+        switch = Switch()
 
         def _get_iterator(loader):
+            if not switch.on:
+                return original(loader)
             wrapper = attempt(f"{_STEP}: preparing the workers' telemetry",
                               self._worker_telemetry, loader)
             # Only while the iterator starts its workers: the loader keeps the user's function.
@@ -150,6 +157,7 @@ class DataLoaderWorkerInstrumentor(BaseInstrumentor):
                 attempt(f"{_STEP}: giving worker_init_fn back", _set_init, loader,
                         wrapper.user_init)
 
+        self._original, self._wrapper, self._switch = original, _get_iterator, switch
         DataLoader._get_iterator = _get_iterator
 
     def _uninstrument(self, **kwargs: Any) -> None:
@@ -159,8 +167,12 @@ class DataLoaderWorkerInstrumentor(BaseInstrumentor):
         if self._original is not None:
             from torch.utils.data import DataLoader
 
-            DataLoader._get_iterator = self._original
-            self._original = None
+            self._switch.on = False
+            # Only our own wrapper is taken out: one another library put over it stays, and
+            # keeps working through ours, which now calls straight through.
+            if DataLoader.__dict__.get("_get_iterator") is self._wrapper:
+                DataLoader._get_iterator = self._original
+            self._original = self._wrapper = self._switch = None
 
 
 def _set_init(loader, init) -> bool:

@@ -5,9 +5,10 @@ counts them).
     TorchLoadInstrumentor().instrument(tracer_provider=provider)
 
 or `opentelemetry-instrument` (entry point `yeto_torch_load`). `uninstrument()` puts the
-original function back, so `torch.load` is again exactly what torch defined. Nothing of ours
-(attributes, measuring, the span itself) ever fails a load or changes what it returns or
-raises.
+original function back, so `torch.load` is again exactly what torch defined, unless another
+library wrapped ours since: its wrapper stays in place, and ours inside it calls straight
+through from then on. Nothing of ours (attributes, measuring, the span itself) ever fails a
+load or changes what it returns or raises.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from .. import names
 from ..proc import ResidencyProbe
 from ..version import __version__
 from ._guard import attempt, guarded_span
-from ._load_tracing import load_tracer, reading_checkpoint_items
+from ._load_tracing import Switch, load_tracer, reading_checkpoint_items
 from ._post_import import when_imported
 
 __all__ = ["TorchLoadInstrumentor"]
@@ -55,6 +56,8 @@ def _set_mapped_bytes(span, path: str) -> None:
 
 class TorchLoadInstrumentor(BaseInstrumentor):
     _original = None
+    _wrapper = None
+    _switch = None
     _watch = None
 
     def instrumentation_dependencies(self) -> Collection[str]:
@@ -70,14 +73,14 @@ class TorchLoadInstrumentor(BaseInstrumentor):
         import torch.serialization
 
         original = torch.load
-        self._original = original
+        switch = Switch()
 
         @functools.wraps(original)
         def traced_load(f, *args, **kw):
             # One item of a DCP load (its read span counts it), a caller that suppressed
             # instrumentation (the anchor save's layout lookup), a worker's per-sample load.
             tracer = attempt(f"{_STEP}: choosing the tracer", load_tracer, configured,
-                             TRACER_NAME)
+                             TRACER_NAME) if switch.on else None
             if tracer is None or reading_checkpoint_items():
                 return original(f, *args, **kw)
             mapped = bool(kw.get("mmap"))
@@ -91,6 +94,7 @@ class TorchLoadInstrumentor(BaseInstrumentor):
                     attempt(f"{_STEP}: measuring the mapping", _set_mapped_bytes, span, path)
                 return result
 
+        self._original, self._wrapper, self._switch = original, traced_load, switch
         torch.load = traced_load
         if torch.serialization.load is original:
             torch.serialization.load = traced_load
@@ -104,7 +108,10 @@ class TorchLoadInstrumentor(BaseInstrumentor):
         import torch
         import torch.serialization
 
-        if torch.serialization.load is torch.load:
-            torch.serialization.load = self._original
-        torch.load = self._original
-        self._original = None
+        self._switch.on = False
+        # Only our own wrapper is taken out: one another library put over it stays, and
+        # keeps working through ours, which now calls straight through.
+        for module in (torch.serialization, torch):
+            if module.load is self._wrapper:
+                module.load = self._original
+        self._original = self._wrapper = self._switch = None
