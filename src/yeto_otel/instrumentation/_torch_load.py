@@ -4,17 +4,21 @@ counts them).
 
     TorchLoadInstrumentor().instrument(tracer_provider=provider)
 
-or `opentelemetry-instrument` (entry point `yeto_torch_load`). `uninstrument()` puts the
-original function back, so `torch.load` is again exactly what torch defined, unless another
-library wrapped ours since: its wrapper stays in place, and ours inside it calls straight
-through from then on. Nothing of ours (attributes, measuring, the span itself) ever fails a
-load or changes what it returns or raises.
+or `opentelemetry-instrument` (entry point `yeto_torch_load`). A load given an open file
+(`with open(path, "rb") as f: torch.load(f)`, as Lightning resumes) is recorded with the
+file's path and size too; a buffer (`io.BytesIO`) gets its span without them.
+
+`uninstrument()` puts the original function back, so `torch.load` is again exactly what torch
+defined, unless another library wrapped ours since: its wrapper stays in place, and ours inside
+it calls straight through from then on. Nothing of ours (attributes, measuring, the span
+itself) ever fails a load or changes what it returns or raises.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import stat
 from typing import Any, Collection
 
 from opentelemetry import trace
@@ -34,17 +38,48 @@ TRACER_NAME = "yeto_otel.torch_load"
 _STEP = "the torch.load wrapper"
 
 
+def _named_file(f: Any) -> tuple[str | None, int | None]:
+    """(path, size) of an open file object, from its `name` and descriptor. Only looks: the
+    file's position is never moved. A buffer, a name that is no file (an `os.fdopen` file is
+    named by its descriptor number) or a name that now names another file gives no path."""
+    descriptor_stat = None
+    fileno = getattr(f, "fileno", None)
+    if callable(fileno):
+        try:
+            descriptor_stat = os.fstat(fileno())
+        except (OSError, ValueError):  # io.UnsupportedOperation: a buffer, a closed file
+            pass
+    name = getattr(f, "name", None)
+    path = None
+    if isinstance(name, (str, os.PathLike)):
+        try:
+            name_stat = os.stat(name)
+        except (OSError, ValueError):
+            name_stat = None
+        if name_stat is not None and (descriptor_stat is None or os.path.samestat(
+                name_stat, descriptor_stat)):
+            path = os.path.abspath(os.fsdecode(name))
+            descriptor_stat = descriptor_stat or name_stat
+    if descriptor_stat is None or not stat.S_ISREG(descriptor_stat.st_mode):
+        return path, None  # a pipe's or a socket's st_size says nothing of what is read
+    return path, descriptor_stat.st_size
+
+
 def _file_attributes(f: Any, mapped: bool) -> tuple[dict[str, Any], str | None]:
     """(span attributes, absolute path or None) for a load of `f`."""
     attributes: dict[str, Any] = {names.TORCH_LOAD_MMAP.name: mapped}
-    if not isinstance(f, (str, os.PathLike)):
-        return attributes, None
-    path = os.path.abspath(os.fsdecode(f))
-    attributes[names.TORCH_LOAD_PATH.name] = path
-    try:
-        attributes[names.TORCH_LOAD_FILE_SIZE.name] = os.stat(path).st_size
-    except (OSError, ValueError):
-        pass  # torch.load will say what is wrong with the path
+    if isinstance(f, (str, os.PathLike)):
+        path, size = os.path.abspath(os.fsdecode(f)), None
+        try:
+            size = os.stat(path).st_size
+        except (OSError, ValueError):
+            pass  # torch.load will say what is wrong with the path
+    else:
+        path, size = _named_file(f)
+    if path is not None:
+        attributes[names.TORCH_LOAD_PATH.name] = path
+    if size is not None:
+        attributes[names.TORCH_LOAD_FILE_SIZE.name] = size
     return attributes, path
 
 
