@@ -28,10 +28,12 @@ from typing import Any, Callable, Collection
 
 from opentelemetry import trace
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
+from opentelemetry.instrumentation.utils import (is_instrumentation_enabled,
+                                                 suppress_instrumentation)
 
 from .. import names
 from ..version import __version__
-from ._dcp_async import AsyncUpload, handoff, save_key
+from ._dcp_async import SUPPRESSED, AsyncUpload, handoff, save_key
 from ._dcp_phases import LoadPhases, Phases, SavePhases, log_once
 from ._guard import attempt, guarded_span
 from ._load_tracing import load_tracer, replace_attribute
@@ -113,10 +115,14 @@ class DcpInstrumentor(BaseInstrumentor):
             tracer = None if current.get() is not None else self._tracer()
             if tracer is None:
                 return original(*args, **kw)
+            parent = _parent(parent_for, kw)
+            if parent is SUPPRESSED:  # the background save of an async_save made so
+                with suppress_instrumentation():
+                    return original(*args, **kw)
             # The failure is recorded here, not by the `with`: DCP's CheckpointException is a
             # BaseException, which the SDK's current-span block lets pass unrecorded.
             with guarded_span(_STEP, lambda: tracer.start_as_current_span(
-                    name, context=_parent(parent_for, kw), attributes=_checkpoint_id(kw),
+                    name, context=parent, attributes=_checkpoint_id(kw),
                     record_exception=False, set_status_on_exception=False)) as span:
                 phases = attempt(f"{_STEP}: measuring", make_phases, span, tracer)
                 if phases is None:
@@ -151,8 +157,12 @@ class DcpInstrumentor(BaseInstrumentor):
     def _traced_async_save(self, original):
         @functools.wraps(original)
         def async_save(*args, **kw):
-            tracer = None if _saving.get() is not None else self._tracer()
+            if _saving.get() is not None:
+                return original(*args, **kw)
+            tracer = self._tracer()
             if tracer is None:
+                if self._active and not is_instrumentation_enabled():
+                    return _suppressed_async_save(original, args, kw)
                 return original(*args, **kw)
             with guarded_span(_STEP, lambda: tracer.start_as_current_span(
                     names.DCP_ASYNC_SAVE.name, attributes=_checkpoint_id(kw),
@@ -184,6 +194,21 @@ class DcpInstrumentor(BaseInstrumentor):
             if getattr(module, attribute, None) is wrapper:
                 setattr(module, attribute, original)
         self._patched = []
+
+
+def _suppressed_async_save(original, args, kw: dict):
+    """An async_save its caller made under suppress_instrumentation(): its background save
+    runs on a thread that does not inherit that, so it is told through the hand-off."""
+    upload = attempt(f"{_STEP}: passing the suppression on", AsyncUpload, None, kw)
+    try:
+        returned = original(*args, **kw)
+    except BaseException:
+        if upload is not None:
+            upload.end()
+        raise
+    if upload is not None:
+        upload.follow(returned)
+    return returned
 
 
 def _async_parts(span, tracer, kw: dict) -> tuple[Phases, AsyncUpload]:
