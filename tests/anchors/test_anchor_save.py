@@ -8,9 +8,9 @@ import zipfile
 
 import pytest
 import torch
-from torch.utils.serialization import config as torch_serialization_config
 
 from anchor_testkit import PAGE, one_span, same_bits, sha256, storage_data_offsets
+from yeto_otel.anchors import _save as anchor_save
 from yeto_otel.anchors import load_resume_anchors, save_resume_anchors
 from yeto_otel.settings import ANCHOR_DTYPES, SettingsError
 
@@ -180,20 +180,6 @@ def test_mapped_tensors_start_on_pages(tmp_path):
         assert [t.data_ptr() % PAGE for t in anchors.tensors.values()] == [0, 0, 0, 0]
 
 
-def test_torch_storage_alignment_setting_is_restored(tmp_path, monkeypatch):
-    before = torch_serialization_config.save.storage_alignment
-    save_resume_anchors(tmp_path / "a.pt", _anchors())
-    assert torch_serialization_config.save.storage_alignment == before
-
-    def failing_save(*args, **kwargs):
-        raise RuntimeError("disk on fire")
-
-    monkeypatch.setattr(torch, "save", failing_save)
-    with pytest.raises(RuntimeError):
-        save_resume_anchors(tmp_path / "b.pt", _anchors())
-    assert torch_serialization_config.save.storage_alignment == before
-
-
 def test_views_are_saved_at_their_own_size(tmp_path):
     base = torch.randn(1 << 20)  # 4 MiB storage
     tensors = {"row": base.view(1024, 1024)[7], "column": base.view(1024, 1024)[:, 3],
@@ -234,7 +220,7 @@ def test_crash_mid_save_keeps_the_previous_file_and_no_temp(tmp_path, monkeypatc
     if previous:
         save_resume_anchors(path, old)
         digest = sha256(path)
-    real_save = torch.save
+    real_save = anchor_save.save_page_aligned
     written = []
 
     def crashing_save(obj, f, *args, **kwargs):
@@ -243,13 +229,14 @@ def test_crash_mid_save_keeps_the_previous_file_and_no_temp(tmp_path, monkeypatc
         written.extend(n for n in os.listdir(tmp_path) if n != "anchors.pt")
         raise stop("killed mid-save")
 
-    monkeypatch.setattr(torch, "save", crashing_save)
+    # The save's layout write (torch's, page-aligned) crashes half-way.
+    monkeypatch.setattr(anchor_save, "save_page_aligned", crashing_save)
     with pytest.raises(stop):
         save_resume_anchors(path, {"a": torch.randn(100), "b": torch.randn(5)})
-    monkeypatch.setattr(torch, "save", real_save)
+    monkeypatch.setattr(anchor_save, "save_page_aligned", real_save)
 
     # the temp file was a sibling in the same directory, and it is gone
-    assert len(written) == 1, "the patched torch.save did not see one temp file"
+    assert len(written) == 1, "the patched layout write did not see one temp file"
     assert not (tmp_path / written[0]).exists()
     if previous:
         assert sha256(path) == digest
@@ -301,6 +288,7 @@ def test_saving_over_a_mapped_file_leaves_the_mapped_reader_its_values(tmp_path)
 MAPPED_READER = r"""
 import sys
 import torch
+from yeto_otel.anchors import _save as anchor_save
 from yeto_otel.anchors import load_resume_anchors, save_resume_anchors
 
 path, writer = sys.argv[1], sys.argv[2]
@@ -330,7 +318,7 @@ def test_only_an_in_place_rewrite_kills_a_mapped_reader(tmp_path, writer):
 def test_ctrl_c_inside_torch_write_stays_a_keyboard_interrupt(tmp_path, monkeypatch):
     # torch's zip writer turns an exception raised by the file's write() into its own
     # RuntimeError ("enforce fail ... unexpected pos"); a Ctrl-C must come out as a Ctrl-C.
-    real_save = torch.save
+    real_save = anchor_save.save_page_aligned
 
     class InterruptedWrites:
         def __init__(self, f):
@@ -345,8 +333,8 @@ def test_ctrl_c_inside_torch_write_stays_a_keyboard_interrupt(tmp_path, monkeypa
         def flush(self):
             self.f.flush()
 
-    monkeypatch.setattr(torch, "save", lambda obj, f, **kw: real_save(obj, InterruptedWrites(f),
-                                                                     **kw))
+    monkeypatch.setattr(anchor_save, "save_page_aligned",
+                        lambda obj, f: real_save(obj, InterruptedWrites(f)))
     with pytest.raises(KeyboardInterrupt):
         save_resume_anchors(tmp_path / "a.pt", {"a": torch.randn(256 * 1024)})
     assert os.listdir(tmp_path) == []

@@ -158,3 +158,59 @@ def test_the_wrapper_travels_to_spawned_workers_and_never_fails_them(job, caplog
 
     assert in_fork(worker) is Role.DATALOADER_WORKER
     assert [p.name.split("-")[1] for p in (job / "inits").iterdir()] == ["5"]
+
+
+def test_uninstrument_leaves_a_wrapper_put_over_ours(job):
+    original = DataLoader._get_iterator
+    instrumentor = DataLoaderWorkerInstrumentor()
+    instrumentor.instrument(settings=Settings(local_dir=str(job / "telemetry")))
+    ours, calls = DataLoader._get_iterator, []
+
+    def theirs(loader):
+        calls.append(loader)
+        return ours(loader)
+
+    DataLoader._get_iterator = theirs
+    try:
+        instrumentor.uninstrument()
+        assert DataLoader._get_iterator is theirs
+        data = loader(job)
+        assert run_epochs(data, 1) == 8 and calls == [data]
+        assert worker_files(job / "telemetry") == []  # ours calls straight through
+        assert len(list((job / "inits").iterdir())) == 2  # the user's init, as it was
+    finally:
+        DataLoader._get_iterator = original
+
+
+class UnhashableLoader(DataLoader):
+    """A DataLoader subclass that compares by value: it has no hash (no weak-key slot)."""
+
+    def __eq__(self, other):
+        return self is other
+
+    __hash__ = None
+
+
+class FixedInitLoader(DataLoader):
+    """A DataLoader subclass that refuses a worker_init_fn other than its own."""
+
+    def __setattr__(self, name, value):
+        if name == "worker_init_fn" and isinstance(value, WorkerTelemetry):
+            raise AttributeError("worker_init_fn is fixed for this loader")
+        super().__setattr__(name, value)
+
+
+@pytest.mark.parametrize("kind", [UnhashableLoader, FixedInitLoader])
+def test_a_loader_our_wrapper_cannot_prepare_runs_its_epochs_as_without_us(instrumented, kind,
+                                                                           caplog, monkeypatch):
+    from yeto_otel.instrumentation import _guard
+
+    monkeypatch.setattr(_guard, "_logged", set())
+    data = kind(list(range(8)), batch_size=2, num_workers=2, multiprocessing_context="fork",
+                worker_init_fn=RecordInit(instrumented / "inits"))
+    with caplog.at_level("WARNING", logger="yeto_otel.instrumentation"):
+        assert run_epochs(data) == 16
+    assert len(list((instrumented / "inits").iterdir())) == 4  # the user's init, each worker
+    assert isinstance(data.worker_init_fn, RecordInit)
+    logged = [r.getMessage() for r in caplog.records if r.name == "yeto_otel.instrumentation"]
+    assert len(logged) == 1 and "the DataLoader wrapper" in logged[0]

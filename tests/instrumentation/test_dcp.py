@@ -232,6 +232,40 @@ def test_reader_is_left_as_it_was_and_uninstrument_restores(instrumented, export
     assert len(exporter.get_finished_spans()) == before
 
 
+def test_uninstrument_leaves_a_wrapper_put_over_ours(provider, exporter, checkpoint):
+    inst = DcpInstrumentor()
+    inst.instrument(tracer_provider=provider)
+    ours, calls = dcp.load, []
+
+    def theirs(*args, **kwargs):
+        calls.append(kwargs["checkpoint_id"])
+        return ours(*args, **kwargs)
+
+    dcp.load = theirs
+    try:
+        inst.uninstrument()
+        assert dcp.load is theirs and dcp.state_dict_loader.load is ORIGINAL_LOAD
+        loaded = {"w": torch.zeros(4096)}
+        dcp.load(loaded, checkpoint_id=str(checkpoint))
+        assert torch.equal(loaded["w"], torch.arange(4096, dtype=torch.float32))
+        assert calls == [str(checkpoint)] and exporter.get_finished_spans() == ()
+    finally:
+        dcp.load = ORIGINAL_LOAD
+
+
+def test_suppressed_instrumentation_gets_no_span(instrumented, exporter, checkpoint):
+    from opentelemetry.instrumentation.utils import suppress_instrumentation
+
+    exporter.clear()  # the checkpoint's own save
+    loaded = {"w": torch.zeros(4096)}
+    with suppress_instrumentation():
+        dcp.load(loaded, checkpoint_id=str(checkpoint))
+    assert torch.equal(loaded["w"], torch.arange(4096, dtype=torch.float32))
+    assert exporter.get_finished_spans() == ()
+    dcp.load({"w": torch.zeros(4096)}, checkpoint_id=str(checkpoint))
+    assert span_table.DCP_LOAD.name in [s.name for s in exporter.get_finished_spans()]
+
+
 def test_zero_code_under_opentelemetry_instrument(tmp_path):
     code = (
         "import torch, torch.distributed.checkpoint as dcp\n"

@@ -180,6 +180,24 @@ def test_uninstrument_restores_save_and_async_save(instrumented, exporter, tmp_p
     assert len(exporter.get_finished_spans()) == before
 
 
+def test_suppressed_instrumentation_gets_no_span(instrumented, exporter, tmp_path):
+    from opentelemetry.instrumentation.utils import suppress_instrumentation
+
+    state = {"w": torch.arange(64, dtype=torch.float32)}
+    with suppress_instrumentation():
+        dcp.save(state, checkpoint_id=str(tmp_path / "s"))
+        future = dcp.async_save(state, checkpoint_id=str(tmp_path / "a"))
+    future.result(timeout=DEADLINE)
+    for name in ("s", "a"):
+        loaded = {"w": torch.zeros(64)}
+        dcp.state_dict_loader.load(loaded, checkpoint_id=str(tmp_path / name))
+        assert torch.equal(loaded["w"], state["w"])
+    # ...nor any span of the async_save's upload or of its background save, whose thread
+    # does not inherit the caller's suppression
+    assert [s.name for s in exporter.get_finished_spans()
+            if s.name.startswith(("dcp.async_save", "dcp.save"))] == []
+
+
 def test_the_background_save_is_matched_by_its_writer_object_not_only_its_id():
     """A key made from id(writer) could match a new writer that reuses a freed one's id:
     the offer holds the writer weakly and a save with another writer does not take it."""

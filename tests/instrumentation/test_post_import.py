@@ -3,6 +3,7 @@
 import importlib
 import importlib.resources
 import itertools
+import logging
 import pkgutil
 import sys
 import threading
@@ -159,3 +160,56 @@ def test_several_watches_on_one_module_all_fire_once(fresh_module):
     importlib.import_module(fresh_module)
     assert sorted(seen) == ["first", "second"]
     assert first not in sys.meta_path and second not in sys.meta_path
+
+
+def _warnings(caplog):
+    return [r.getMessage() for r in caplog.records
+            if r.name == "yeto_otel.instrumentation" and r.levelno == logging.WARNING]
+
+
+def test_a_callback_that_raises_never_fails_the_import(fresh_module, caplog):
+    """A patch of ours that breaks (a bug, a release of the module that moved what it
+    expects) is logged once, naming who patched and the error; the module is imported as it
+    is and the other watches on it still fire."""
+    seen = []
+
+    def broken(module):
+        raise AttributeError("module has no attribute 'load'")
+
+    when_imported(fresh_module, broken, "BrokenInstrumentor (yeto_broken)")
+    when_imported(fresh_module, seen.append)
+    with caplog.at_level(logging.WARNING, logger="yeto_otel.instrumentation"):
+        module = importlib.import_module(fresh_module)
+    assert module.VALUE == 42 and sys.modules[fresh_module] is module
+    assert seen == [module]
+    (warning,) = _warnings(caplog)
+    assert "BrokenInstrumentor (yeto_broken)" in warning and fresh_module in warning
+    assert "AttributeError: module has no attribute 'load'" in warning
+
+
+def test_a_callback_that_raises_on_a_module_already_imported_is_logged(fresh_module, caplog):
+    importlib.import_module(fresh_module)
+
+    def broken(module):
+        raise RuntimeError("patch broke")
+
+    with caplog.at_level(logging.WARNING, logger="yeto_otel.instrumentation"):
+        assert when_imported(fresh_module, broken, "BrokenInstrumentor") is None
+    (warning,) = _warnings(caplog)
+    assert "BrokenInstrumentor" in warning and "RuntimeError: patch broke" in warning
+
+
+def test_the_modules_own_error_still_fails_its_import(tmp_path, monkeypatch):
+    name = f"yeto_failing_module_{next(_names)}"
+    (tmp_path / f"{name}.py").write_text("raise ImportError('the module itself is broken')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.invalidate_caches()
+    seen = []
+    watch = when_imported(name, seen.append)
+    try:
+        with pytest.raises(ImportError, match="the module itself is broken"):
+            importlib.import_module(name)
+        assert seen == [] and name not in sys.modules
+    finally:
+        watch.cancel()
+        sys.modules.pop(name, None)

@@ -219,6 +219,43 @@ def test_uninstrument_restores_safetensors_exactly(provider, exporter, shard):
     assert exporter.get_finished_spans() == ()
 
 
+def test_uninstrument_leaves_a_wrapper_put_over_ours(provider, exporter, shard):
+    inst = SafetensorsInstrumentor()
+    inst.instrument(tracer_provider=provider)
+    ours, calls = safetensors.torch.load_file, []
+
+    def theirs(*args, **kwargs):
+        calls.append(args[0])
+        return ours(*args, **kwargs)
+
+    safetensors.torch.load_file = theirs
+    try:
+        inst.uninstrument()
+        assert safetensors.torch.load_file is theirs
+        assert safetensors.safe_open is ORIGINAL_SAFE_OPEN
+        assert torch.equal(safetensors.torch.load_file(shard)["scale"], torch.ones(3))
+        assert calls == [shard] and exporter.get_finished_spans() == ()
+    finally:
+        safetensors.torch.load_file = ORIGINAL_LOAD_FILE
+
+
+def test_suppressed_instrumentation_gets_no_span(instrumented, exporter, shard):
+    from opentelemetry.instrumentation.utils import suppress_instrumentation
+
+    data = shard.read_bytes()
+    with suppress_instrumentation():
+        loaded = safetensors.torch.load_file(shard)
+        copied = safetensors.torch.load(data)
+        with safetensors.safe_open(shard, framework="pt") as handle:
+            opened = handle.get_tensor("bias")
+            assert type(handle) is ORIGINAL_SAFE_OPEN  # the real handle, not ours
+    assert exporter.get_finished_spans() == ()
+    assert torch.equal(loaded["bias"], ORIGINAL_LOAD_FILE(shard)["bias"])
+    assert torch.equal(copied["big"], loaded["big"]) and torch.equal(opened, loaded["bias"])
+    safetensors.torch.load_file(shard)  # and outside the block, traced again
+    assert [s.name for s in exporter.get_finished_spans()] == ["safetensors.load_file"]
+
+
 def test_instrument_again_after_uninstrument(provider, exporter, shard):
     inst = SafetensorsInstrumentor()
     for _ in range(2):

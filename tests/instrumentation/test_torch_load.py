@@ -3,6 +3,7 @@ puts torch's own function back; torch is patched when imported later."""
 
 import io
 import json
+import logging
 import math
 import os
 import pathlib
@@ -17,7 +18,7 @@ from opentelemetry.util._importlib_metadata import entry_points
 
 from yeto_otel import names as span_table
 from zero_code import traced_run
-from yeto_otel.instrumentation import TorchLoadInstrumentor
+from yeto_otel.instrumentation import TorchLoadInstrumentor, _guard
 
 ORIGINAL_LOAD = torch.load
 ORIGINAL_SERIALIZATION_LOAD = torch.serialization.load
@@ -84,12 +85,78 @@ def test_relative_path_is_recorded_absolute(instrumented, exporter, checkpoint, 
     assert span.attributes["yeto.torch_load.path"] == str(checkpoint)
 
 
-def test_file_object(instrumented, exporter, checkpoint):
+def test_an_open_file_is_recorded_with_its_path_and_size(instrumented, exporter, checkpoint):
+    """Lightning resumes with `with open(path, "rb") as f: torch.load(f)`."""
+    expected = torch.load(checkpoint, weights_only=True)
+    exporter.clear()
     with open(checkpoint, "rb") as f:
+        result = torch.load(f, weights_only=True)
+    assert torch.equal(result["w"], expected["w"])
+    (span,) = _load_spans(exporter)
+    assert dict(span.attributes) == {"yeto.torch_load.path": str(checkpoint),
+                                     "yeto.torch_load.file_size": os.path.getsize(checkpoint),
+                                     "yeto.torch_load.mmap": False}
+
+
+def test_a_buffer_gets_a_span_without_path_or_size(instrumented, exporter, checkpoint):
+    result = torch.load(io.BytesIO(checkpoint.read_bytes()), weights_only=True)
+    assert result["b"].shape == (64,)
+    (span,) = _load_spans(exporter)
+    assert dict(span.attributes) == {"yeto.torch_load.mmap": False}
+
+
+def test_the_files_position_is_left_where_the_caller_put_it(instrumented, exporter, tmp_path):
+    # A legacy checkpoint after a header of the caller's own: torch reads from where the file
+    # is positioned, so the load only works if nothing of ours moved it.
+    path = tmp_path / "with-header.pt"
+    with open(path, "wb") as f:
+        f.write(b"caller's own header\n")
+        torch.save({"a": torch.arange(5.0)}, f, _use_new_zipfile_serialization=False)
+    with open(path, "rb") as f:
+        f.readline()
+        result = torch.load(f, weights_only=True)
+    assert torch.equal(result["a"], torch.arange(5.0))
+    (span,) = _load_spans(exporter)
+    assert span.attributes["yeto.torch_load.path"] == str(path)
+    assert span.attributes["yeto.torch_load.file_size"] == os.path.getsize(path)
+
+
+def test_a_file_known_by_its_descriptor_only_has_its_size(instrumented, exporter, checkpoint,
+                                                           tmp_path):
+    with os.fdopen(os.open(checkpoint, os.O_RDONLY), "rb") as f:  # named by its fd number
         torch.load(f, weights_only=True)
-    torch.load(io.BytesIO(checkpoint.read_bytes()), weights_only=True)
-    spans = _load_spans(exporter)
-    assert [dict(s.attributes) for s in spans] == [{"yeto.torch_load.mmap": False}] * 2
+    moved = tmp_path / "moved.pt"
+    with open(checkpoint, "rb") as f:
+        os.rename(checkpoint, moved)  # the name now names nothing...
+        torch.load(f, weights_only=True)
+    with open(moved, "rb") as f:
+        os.rename(moved, checkpoint)
+        torch.save({"other": torch.ones(1)}, moved)  # ...or another file
+        torch.load(f, weights_only=True)
+    size = os.path.getsize(checkpoint)
+    assert [dict(s.attributes) for s in _load_spans(exporter)] == [
+        {"yeto.torch_load.file_size": size, "yeto.torch_load.mmap": False}] * 3
+
+
+class _NameRaises(io.BytesIO):
+    @property
+    def name(self):
+        raise RuntimeError("no name here")
+
+    def fileno(self):
+        raise RuntimeError("no descriptor either")
+
+
+def test_a_file_object_that_fails_our_lookups_still_loads(instrumented, exporter, checkpoint,
+                                                          caplog, monkeypatch):
+    monkeypatch.setattr(_guard, "_logged", set())
+    with caplog.at_level(logging.WARNING, logger="yeto_otel.instrumentation"):
+        for _ in range(2):
+            result = torch.load(_NameRaises(checkpoint.read_bytes()), weights_only=True)
+            assert result["w"].shape == (64, 64)
+    assert [s.name for s in _load_spans(exporter)] == ["torch.load"] * 2
+    logged = [r.getMessage() for r in caplog.records if r.name == "yeto_otel.instrumentation"]
+    assert len(logged) == 1 and "no descriptor either" in logged[0]
 
 
 def test_torch_serialization_load_is_traced_too(instrumented, exporter, checkpoint):
@@ -137,6 +204,35 @@ def test_uninstrument_restores_torch_load_exactly(provider, exporter, checkpoint
     assert _load_spans(exporter) == []
 
 
+def test_uninstrument_leaves_a_wrapper_put_over_ours(provider, exporter, checkpoint):
+    """Another library wrapped torch.load after us: uninstrument leaves its wrapper in place,
+    which keeps working through ours, now calling straight through; instrumented anew, each
+    load has one span again."""
+    inst = TorchLoadInstrumentor()
+    inst.instrument(tracer_provider=provider)
+    ours, calls = torch.load, []
+
+    def theirs(*args, **kwargs):
+        calls.append(args[0])
+        return ours(*args, **kwargs)
+
+    torch.load = theirs
+    try:
+        inst.uninstrument()
+        assert torch.load is theirs
+        assert torch.serialization.load is ORIGINAL_SERIALIZATION_LOAD
+        assert torch.equal(torch.load(checkpoint, weights_only=True)["b"],
+                           ORIGINAL_LOAD(checkpoint, weights_only=True)["b"])
+        assert calls == [checkpoint] and _load_spans(exporter) == []
+        inst.instrument(tracer_provider=provider)
+        torch.load(checkpoint, weights_only=True)
+        inst.uninstrument()
+        assert torch.load is theirs and len(calls) == 2
+        assert len(_load_spans(exporter)) == 1
+    finally:
+        torch.load = ORIGINAL_LOAD
+
+
 def test_instrument_again_after_uninstrument(provider, exporter, checkpoint):
     inst = TorchLoadInstrumentor()
     for _ in range(2):
@@ -167,7 +263,7 @@ import json, sys
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from yeto_otel.instrumentation import TorchLoadInstrumentor
+from yeto_otel.instrumentation import TorchLoadInstrumentor, _guard
 
 exporter = InMemorySpanExporter()
 provider = TracerProvider()
@@ -209,7 +305,7 @@ def test_torch_imported_after_instrument_is_patched_on_import(tmp_path):
 
 UNINSTRUMENT_BEFORE_IMPORT = r"""
 import sys
-from yeto_otel.instrumentation import TorchLoadInstrumentor
+from yeto_otel.instrumentation import TorchLoadInstrumentor, _guard
 inst = TorchLoadInstrumentor()
 inst.instrument()
 inst.uninstrument()

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 from ..proc import read_raw_field
 from ..settings import current_settings, parse_setting
+from ._aligned_save import save_page_aligned
 from ._errors import AnchorSaveError
-from ._file_format import (NAME_SEPARATOR, PAGE_BYTES, Layout, dtype_name, flat_layout,
-                           payload)
+from ._file_format import NAME_SEPARATOR, Layout, dtype_name, flat_layout, payload
 from ._fill import fill_storages, placeholder_storages, storage_bytes
 from ._space import NO_ROOM, describe_need, free_bytes, reserve, saved_size
 
@@ -35,18 +35,6 @@ def _resolve_dtype(dtype):
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise TypeError(f"dtype must be a floating torch.dtype or its name, got {dtype!r}")
     return dtype
-
-
-@contextlib.contextmanager
-def _page_aligned_storages():
-    from torch.utils.serialization import config
-
-    previous = config.save.storage_alignment
-    config.save.storage_alignment = PAGE_BYTES
-    try:
-        yield
-    finally:
-        config.save.storage_alignment = previous
 
 
 def _checked(name, tensor, dtype):
@@ -128,8 +116,7 @@ class _Need:
 def _save(path: str, directory: str, tensors: Mapping, plan: _Plan, need: _Need) -> None:
     content = payload(plan.shapes, plan.layout, placeholder_storages(plan.layout.totals),
                       plan.recorded)
-    with _page_aligned_storages():
-        need.file_bytes = saved_size(content, need.file_bytes)
+    need.file_bytes = saved_size(content, need.file_bytes)
     free = free_bytes(directory)
     if free is not None and free < need.file_bytes:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # before writing anything
@@ -139,17 +126,16 @@ def _save(path: str, directory: str, tensors: Mapping, plan: _Plan, need: _Need)
 
 def _write_file(path: str, directory: str, file_bytes: int, content, *, fill) -> None:
     """Reserve the temp file, lay `content` out in it (torch.save without the storages'
-    bytes), `fill` in those bytes, fsync, then rename it over `path`."""
-    import torch
-    from torch.serialization import skip_data
+    bytes, each storage on a page), `fill` in those bytes, fsync, then rename it over `path`."""
+    from torch.serialization import skip_data  # thread-local in torch, as its page layout
 
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
     try:
         with os.fdopen(fd, "wb") as f:
             os.fchmod(f.fileno(), 0o666 & ~_umask())  # mkstemp makes 0600; give a normal mode
             reserve(f.fileno(), file_bytes)
-            with _page_aligned_storages(), skip_data():
-                torch.save(content, f)
+            with skip_data():
+                save_page_aligned(content, f)
             f.truncate()  # at the end written: the reservation may have been larger
             f.flush()
             fill(f.fileno(), tmp)

@@ -21,6 +21,8 @@ import errno
 import logging
 import os
 
+from ._aligned_save import save_page_aligned
+
 __all__ = ["NO_ROOM", "describe_need", "free_bytes", "reserve", "saved_size"]
 
 # What fallocate or a write answers when the blocks are not there (a full disk, a quota).
@@ -117,16 +119,16 @@ class _LengthOnly:
 
 
 def saved_size(content, storage_bytes: int) -> int:
-    """The exact size of the file torch.save(content) writes under the current settings,
+    """The exact size of the anchor file for `content` (laid out by `save_page_aligned`),
     measured by a save that skips the storages' bytes (torch.serialization.skip_data): the
     layout is the same and nothing is read or written, so it costs the pickling only. If this
     torch cannot measure, `storage_bytes` (a lower bound: the file holds the storages)."""
-    from torch.serialization import save, skip_data  # torch.save may be wrapped by a caller
+    from torch.serialization import skip_data
 
     sink = _LengthOnly()
     try:
         with skip_data():
-            save(content, sink)
+            save_page_aligned(content, sink)
     except Exception as exc:  # a prototype API in torch: never let it stop the save
         _log.debug("cannot measure the anchor file before writing it (%s: %s); reserving the "
                    "storages' %d bytes only", type(exc).__name__, exc, storage_bytes)

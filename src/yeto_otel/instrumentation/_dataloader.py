@@ -15,6 +15,10 @@ epochs run. The pipeline is flushed when the worker exits.
 
 or `opentelemetry-instrument` (entry point `yeto_dataloader_workers`);
 YETO_OTEL_DATALOADER_WORKERS=off, or OTEL_PYTHON_DISABLED_INSTRUMENTATIONS, turns it off.
+Nothing of ours fails an epoch: when the workers' telemetry cannot be prepared, the loader
+starts its workers as it would without yeto-otel. `uninstrument()` puts torch's
+`_get_iterator` back unless another library wrapped ours since (theirs stays, and ours
+inside it calls straight through).
 """
 
 from __future__ import annotations
@@ -32,7 +36,9 @@ from ..otel import (current_role, mark_worker, rank_attributes, rank_resource_at
                     start_process_pipeline, user_resource_attributes, worker_resource_attributes)
 from ..settings import Settings, current_settings
 from ..version import __version__
+from ._guard import attempt
 from ._host_memory import METER_NAME
+from ._load_tracing import Switch
 from ._post_import import when_imported
 
 __all__ = ["WORKER_EXIT_FLUSH_MS", "DataLoaderWorkerInstrumentor", "WorkerTelemetry"]
@@ -45,6 +51,7 @@ _FLUSH_PRIORITY = -10
 # whenever the collector is slow or gone: small, and fixed. A local file or an agent on the
 # host takes a few milliseconds; what a slower collector has not taken by then is dropped.
 WORKER_EXIT_FLUSH_MS = 30
+_STEP = "the DataLoader wrapper"
 
 
 def start_worker_telemetry(settings: Settings, attributes: dict, loader_slot: int,
@@ -98,6 +105,8 @@ class _LoaderSlots:
 
 class DataLoaderWorkerInstrumentor(BaseInstrumentor):
     _original = None
+    _wrapper = None
+    _switch = None
     _watch = None
 
     def instrumentation_dependencies(self) -> Collection[str]:
@@ -113,7 +122,8 @@ class DataLoaderWorkerInstrumentor(BaseInstrumentor):
             return
         self._settings = settings
         self._slots = _LoaderSlots()
-        self._watch = when_imported("torch", self._patch)
+        self._watch = when_imported("torch", self._patch,
+                                    "DataLoaderWorkerInstrumentor (yeto_dataloader_workers)")
 
     def _worker_telemetry(self, loader) -> WorkerTelemetry | None:
         role = current_role()
@@ -130,20 +140,24 @@ class DataLoaderWorkerInstrumentor(BaseInstrumentor):
         from torch.utils.data import DataLoader
 
         original = DataLoader._get_iterator
-        self._original = original
-        instrumentor = self
+        switch = Switch()
 
         def _get_iterator(loader):
-            wrapper = instrumentor._worker_telemetry(loader)
-            if wrapper is None:
+            if not switch.on:
                 return original(loader)
+            wrapper = attempt(f"{_STEP}: preparing the workers' telemetry",
+                              self._worker_telemetry, loader)
             # Only while the iterator starts its workers: the loader keeps the user's function.
-            loader.worker_init_fn = wrapper
+            if wrapper is None or not attempt(f"{_STEP}: setting worker_init_fn", _set_init,
+                                              loader, wrapper, default=False):
+                return original(loader)
             try:
                 return original(loader)
             finally:
-                loader.worker_init_fn = wrapper.user_init
+                attempt(f"{_STEP}: giving worker_init_fn back", _set_init, loader,
+                        wrapper.user_init)
 
+        self._original, self._wrapper, self._switch = original, _get_iterator, switch
         DataLoader._get_iterator = _get_iterator
 
     def _uninstrument(self, **kwargs: Any) -> None:
@@ -153,5 +167,15 @@ class DataLoaderWorkerInstrumentor(BaseInstrumentor):
         if self._original is not None:
             from torch.utils.data import DataLoader
 
-            DataLoader._get_iterator = self._original
-            self._original = None
+            self._switch.on = False
+            # Only our own wrapper is taken out: one another library put over it stays, and
+            # keeps working through ours, which now calls straight through.
+            if DataLoader.__dict__.get("_get_iterator") is self._wrapper:
+                DataLoader._get_iterator = self._original
+            self._original = self._wrapper = self._switch = None
+
+
+def _set_init(loader, init) -> bool:
+    loader.worker_init_fn = init
+    return True
+

@@ -14,8 +14,9 @@ or writer to. Should a torch release drop such a private step, the spans and the
 delta remain and only the phases and counts go.
 
 The call's own exception reaches the caller unchanged and is recorded on the span; an error
-in measuring is never the caller's. `uninstrument()` puts the original functions back, and a
-wrapper someone still holds calls straight through from then on.
+in measuring or tracing is never the caller's. `uninstrument()` puts the original functions
+back where ours still are (a wrapper another library put over ours stays), and a wrapper
+someone still holds calls straight through from then on.
 """
 
 from __future__ import annotations
@@ -27,11 +28,14 @@ from typing import Any, Callable, Collection
 
 from opentelemetry import trace
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
+from opentelemetry.instrumentation.utils import (is_instrumentation_enabled,
+                                                 suppress_instrumentation)
 
 from .. import names
 from ..version import __version__
-from ._dcp_async import AsyncUpload, handoff, save_key
+from ._dcp_async import SUPPRESSED, AsyncUpload, handoff, save_key
 from ._dcp_phases import LoadPhases, Phases, SavePhases, log_once
+from ._guard import attempt, guarded_span
 from ._load_tracing import load_tracer, replace_attribute
 from ._post_import import when_imported
 
@@ -40,6 +44,7 @@ __all__ = ["DcpInstrumentor"]
 TRACER_NAME = "yeto_otel.dcp"
 _MODULE = "torch.distributed.checkpoint"
 _MARK = "__yeto_dcp__"
+_STEP = "the torch.distributed.checkpoint wrapper"
 
 # The phases of the traced load (or save) running in this context, None outside one: a
 # nested call (a custom reader that loads) is part of the outer span and gets none of its own.
@@ -62,12 +67,15 @@ class DcpInstrumentor(BaseInstrumentor):
                                             kwargs.get("tracer_provider"))
         self._patched = []
         self._active = True
-        self._watch = when_imported(_MODULE, self._patch)
+        self._watch = when_imported(_MODULE, self._patch, "DcpInstrumentor (yeto_dcp)")
 
     def _tracer(self):
         """The tracer for a call starting now; None: call straight through (uninstrumented,
-        suppressed, a worker's load)."""
-        return load_tracer(self._configured, TRACER_NAME) if self._active else None
+        suppressed, a worker's load, or choosing it failed)."""
+        if not self._active:
+            return None
+        return attempt(f"{_STEP}: choosing the tracer", load_tracer, self._configured,
+                       TRACER_NAME)
 
     def _replace(self, module, attribute: str, make: Callable[[Callable], Callable]) -> None:
         replace_attribute(self._patched, module, attribute, make, _MARK)
@@ -107,12 +115,18 @@ class DcpInstrumentor(BaseInstrumentor):
             tracer = None if current.get() is not None else self._tracer()
             if tracer is None:
                 return original(*args, **kw)
+            parent = _parent(parent_for, kw)
+            if parent is SUPPRESSED:  # the background save of an async_save made so
+                with suppress_instrumentation():
+                    return original(*args, **kw)
             # The failure is recorded here, not by the `with`: DCP's CheckpointException is a
             # BaseException, which the SDK's current-span block lets pass unrecorded.
-            with tracer.start_as_current_span(
-                    name, context=_parent(parent_for, kw), attributes=_checkpoint_id(kw),
-                    record_exception=False, set_status_on_exception=False) as span:
-                phases = make_phases(span, tracer)
+            with guarded_span(_STEP, lambda: tracer.start_as_current_span(
+                    name, context=parent, attributes=_checkpoint_id(kw),
+                    record_exception=False, set_status_on_exception=False)) as span:
+                phases = attempt(f"{_STEP}: measuring", make_phases, span, tracer)
+                if phases is None:
+                    return original(*args, **kw)
                 token = current.set(phases)
                 try:
                     return original(*args, **kw)
@@ -143,14 +157,21 @@ class DcpInstrumentor(BaseInstrumentor):
     def _traced_async_save(self, original):
         @functools.wraps(original)
         def async_save(*args, **kw):
-            tracer = None if _saving.get() is not None else self._tracer()
-            if tracer is None:
+            if _saving.get() is not None:
                 return original(*args, **kw)
-            with tracer.start_as_current_span(
+            tracer = self._tracer()
+            if tracer is None:
+                if self._active and not is_instrumentation_enabled():
+                    return _suppressed_async_save(original, args, kw)
+                return original(*args, **kw)
+            with guarded_span(_STEP, lambda: tracer.start_as_current_span(
                     names.DCP_ASYNC_SAVE.name, attributes=_checkpoint_id(kw),
-                    record_exception=False, set_status_on_exception=False) as span:
-                phases = Phases(span, tracer)  # the staging copy's anonymous memory, the rank
-                upload = AsyncUpload(tracer, kw)
+                    record_exception=False, set_status_on_exception=False)) as span:
+                # The staging copy's anonymous memory and the rank, and the upload's own span.
+                traced = attempt(f"{_STEP}: measuring", _async_parts, span, tracer, kw)
+                if traced is None:
+                    return original(*args, **kw)
+                phases, upload = traced
                 try:
                     returned = original(*args, **kw)
                 except BaseException as exc:
@@ -173,6 +194,25 @@ class DcpInstrumentor(BaseInstrumentor):
             if getattr(module, attribute, None) is wrapper:
                 setattr(module, attribute, original)
         self._patched = []
+
+
+def _suppressed_async_save(original, args, kw: dict):
+    """An async_save its caller made under suppress_instrumentation(): its background save
+    runs on a thread that does not inherit that, so it is told through the hand-off."""
+    upload = attempt(f"{_STEP}: passing the suppression on", AsyncUpload, None, kw)
+    try:
+        returned = original(*args, **kw)
+    except BaseException:
+        if upload is not None:
+            upload.end()
+        raise
+    if upload is not None:
+        upload.follow(returned)
+    return returned
+
+
+def _async_parts(span, tracer, kw: dict) -> tuple[Phases, AsyncUpload]:
+    return Phases(span, tracer), AsyncUpload(tracer, kw)
 
 
 def _parent(parent_for, kw: dict):

@@ -10,7 +10,9 @@ unended, so it is never exported; nothing else is held but the callback the futu
 The background `save` runs in a thread that does not inherit the caller's context; its own
 `dcp.save` span finds its parent, the upload span, through `handoff`, keyed by the storage
 writer the save is given (or its `checkpoint_id`). A save the thread-based executor runs
-takes it; any other save (the caller's own, on the caller's thread) never does.
+takes it; any other save (the caller's own, on the caller's thread) never does. An
+async_save made under `suppress_instrumentation()` offers its background save the same
+suppression, which that thread would not otherwise know of.
 """
 
 from __future__ import annotations
@@ -25,7 +27,10 @@ from opentelemetry import trace
 from .. import names
 from ._dcp_phases import end_span, log_once
 
-__all__ = ["AsyncUpload", "handoff", "save_key"]
+__all__ = ["SUPPRESSED", "AsyncUpload", "handoff", "save_key"]
+
+# Offered in place of a parent context: the async_save's caller suppressed instrumentation.
+SUPPRESSED = object()
 
 
 def save_key(kw: dict) -> tuple | None:
@@ -87,16 +92,20 @@ def _weak(writer):
 
 
 class AsyncUpload:
-    """Created inside the `dcp.async_save` span (the current one) before the call goes on."""
+    """Created inside the `dcp.async_save` span (the current one) before the call goes on.
+    With no tracer (the caller suppressed instrumentation), no span: the background save is
+    offered `SUPPRESSED` instead, since its thread does not inherit the caller's suppression."""
 
     def __init__(self, tracer, kw: dict):
         self._lock = threading.Lock()
         self._span = None
+        self._open = True
         self._key = save_key(kw)
-        self._context = None
+        self._context = SUPPRESSED if tracer is None else None
         try:
-            self._span = tracer.start_span(names.DCP_ASYNC_SAVE_UPLOAD.name)
-            self._context = trace.set_span_in_context(self._span)
+            if tracer is not None:
+                self._span = tracer.start_span(names.DCP_ASYNC_SAVE_UPLOAD.name)
+                self._context = trace.set_span_in_context(self._span)
             if self._key is not None:
                 handoff.offer(self._key, self._context, kw.get("storage_writer"))
         except Exception as exc:
@@ -104,8 +113,8 @@ class AsyncUpload:
 
     def follow(self, returned: Any) -> None:
         """End the upload span when what async_save returned completes."""
-        future = getattr(returned, "upload_completion", returned)
         try:
+            future = getattr(returned, "upload_completion", returned)
             future.add_done_callback(self._done)
         except Exception as exc:  # not a future: the upload's end is taken now
             log_once("upload future", f"upload end taken at return: {type(exc).__name__}: {exc}")
@@ -121,12 +130,13 @@ class AsyncUpload:
 
     def end(self, exc: BaseException | None = None) -> None:
         with self._lock:
-            span, self._span = self._span, None
-        if span is None:
-            return
+            if not self._open:
+                return
+            span, self._span, self._open = self._span, None, False
         try:
             if self._key is not None:
                 handoff.withdraw(self._key, self._context)
-            end_span(span, exc)
+            if span is not None:
+                end_span(span, exc)
         except Exception as error:
             log_once("upload end", f"upload span not ended: {type(error).__name__}: {error}")

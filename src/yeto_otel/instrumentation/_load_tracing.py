@@ -1,7 +1,8 @@
 """What the load instrumentors (torch.load, safetensors, DCP) share: the tracer a load is
 traced with (or none), putting a wrapper in place of a module's function (and recording it
-for uninstrument), logging each kind of measuring failure once, and the mark that a DCP
-load is reading its items (so the `torch.load` it makes per item gets no span of its own)."""
+for uninstrument; a `Switch` turns off a wrapper left in another library's hands), logging
+each kind of measuring failure once, and the mark that a DCP load is reading its items (so
+the `torch.load` it makes per item gets no span of its own)."""
 
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 from ..otel import process_pipeline
 from ..version import __version__
 
-__all__ = ["OnceLog", "checkpoint_items_read", "reading_checkpoint_items", "replace_attribute",
-           "load_tracer"]
+__all__ = ["OnceLog", "Switch", "checkpoint_items_read", "reading_checkpoint_items",
+           "replace_attribute", "load_tracer"]
 
 
 def load_tracer(configured, name: str):
@@ -49,6 +50,14 @@ def replace_attribute(patched: list, module, attribute: str,
     setattr(wrapper, mark, True)
     setattr(module, attribute, wrapper)
     patched.append((module, attribute, original, wrapper))
+
+
+class Switch:
+    """On while the instrumentation that made a wrapper is. Each patch has its own: after
+    uninstrument, a wrapper another library still calls (it wrapped ours) calls straight
+    through, and stays so when instrumented anew (the new wrapper traces instead)."""
+
+    on = True
 
 
 class OnceLog:

@@ -4,6 +4,10 @@ Instrumentors loaded by `opentelemetry-instrument` start before the program impo
 importing torch there would cost every process seconds and hundreds of MiB, torch or not.
 `when_imported("torch", patch)` patches now if torch is already in `sys.modules`, else once
 the program's own `import torch` has finished executing the module.
+
+A callback that raises is logged once, naming its owner and the error, and the import goes on:
+the module is imported all the same (with whatever the callback patched before it raised).
+Only the module's own code can fail its import.
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ import importlib.machinery
 import sys
 import threading
 from typing import Callable
+
+from ._guard import log_failure
 
 __all__ = ["ImportWatch", "when_imported"]
 
@@ -39,9 +45,10 @@ class _Loader(importlib.abc.Loader):
 
 
 class ImportWatch(importlib.abc.MetaPathFinder):
-    def __init__(self, name: str, callback: Callable[[object], None]):
+    def __init__(self, name: str, callback: Callable[[object], None], owner: str | None = None):
         self.name = name
         self._callback = callback
+        self._owner = owner
         self._lock = threading.Lock()
         self._fired = False
 
@@ -65,7 +72,7 @@ class ImportWatch(importlib.abc.MetaPathFinder):
                 return
             self._fired = True
         self.cancel()
-        self._callback(module)
+        _run(self._callback, module, self.name, self._owner)
 
     def cancel(self) -> None:
         try:
@@ -79,13 +86,26 @@ def _fire_all(name: str, module) -> None:
         watch._fire(module)
 
 
-def when_imported(name: str, callback: Callable[[object], None]) -> ImportWatch | None:
+def _run(callback: Callable[[object], None], module, name: str, owner: str | None) -> None:
+    # Runs inside the program's `import torch` (or inside instrument()): a bug of ours, or a
+    # release of the module that moved what the patch expects, must not fail that import.
+    try:
+        callback(module)
+    except Exception as exc:
+        who = owner or getattr(callback, "__qualname__", repr(callback))
+        log_failure(f"{who}: patching {name}", exc,
+                    f"{name} is imported all the same, not traced by it")
+
+
+def when_imported(name: str, callback: Callable[[object], None],
+                  owner: str | None = None) -> ImportWatch | None:
     """Call `callback(module)` now if `name` is imported, else right after its first import.
-    Returns the pending watch (to `cancel()`), or None if the callback already ran."""
+    Returns the pending watch (to `cancel()`), or None if the callback already ran. `owner`
+    (an instrumentation's name) is what the log line names should the callback raise."""
     module = sys.modules.get(name)
     if module is not None:
-        callback(module)
+        _run(callback, module, name, owner)
         return None
-    watch = ImportWatch(name, callback)
+    watch = ImportWatch(name, callback, owner)
     sys.meta_path.insert(0, watch)
     return watch

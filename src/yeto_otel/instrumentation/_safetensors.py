@@ -10,8 +10,9 @@ bytes (`safetensors.load`: no file, so only the copies show) and `safetensors.sa
 never imported here: each module is patched when the program imports it.
 
 An error of the load itself reaches the caller unchanged and is recorded on the span; an
-error in measuring is not the caller's (see `LoadResidency`). `uninstrument()` puts the
-original functions back, and a wrapper someone still holds (`from safetensors import
+error in measuring or tracing is not the caller's (see `LoadResidency`, `_guard`).
+`uninstrument()` puts the original functions back where ours still are (a wrapper another
+library put over ours stays), and a wrapper someone still holds (`from safetensors import
 safe_open` while instrumented) just calls the original from then on. While instrumented,
 `safetensors.safe_open` is a function, not the handle's type, so `isinstance(x, safe_open)`
 raises TypeError (calling it, the only documented use, works as before).
@@ -29,6 +30,7 @@ from opentelemetry.trace import Status, StatusCode
 
 from .. import names
 from ..version import __version__
+from ._guard import attempt, guarded_span, log_failure
 from ._load_residency import LoadResidency, file_attributes, log_once
 from ._load_tracing import load_tracer, replace_attribute
 from ._post_import import when_imported
@@ -37,6 +39,8 @@ from ._safe_open_handle import TracedSafeOpen
 __all__ = ["SafetensorsInstrumentor"]
 
 TRACER_NAME = "yeto_otel.safetensors"
+_OWNER = "SafetensorsInstrumentor (yeto_safetensors)"
+_STEP = "the safetensors wrapper"
 _DEFAULT_BACKEND = "mmap"  # the only backend before safetensors 0.8, the default since
 
 # Set while a traced load_file runs: the safe_open it makes inside is part of its span.
@@ -46,7 +50,7 @@ _inside_load = contextvars.ContextVar("yeto_safetensors_inside_load", default=Fa
 def _count(result: Any) -> int | None:
     try:
         return len(result)
-    except TypeError:
+    except Exception:  # no len(), or one that raises: the result is the caller's as it is
         return None
 
 
@@ -65,13 +69,16 @@ class SafetensorsInstrumentor(BaseInstrumentor):
         self._active = True
         # safetensors first (the package), then safetensors.torch, whose import of
         # `safe_open` then picks up the wrapper.
-        self._watches = [when_imported("safetensors", self._patch_open),
-                         when_imported("safetensors.torch", self._patch_torch)]
+        self._watches = [when_imported("safetensors", self._patch_open, _OWNER),
+                         when_imported("safetensors.torch", self._patch_torch, _OWNER)]
 
     def _tracer(self):
         """The tracer for a load starting now; None: call straight through (uninstrumented,
-        suppressed, a worker's load)."""
-        return load_tracer(self._configured, TRACER_NAME) if self._active else None
+        suppressed, a worker's load, or choosing it failed)."""
+        if not self._active:
+            return None
+        return attempt(f"{_STEP}: choosing the tracer", load_tracer, self._configured,
+                       TRACER_NAME)
 
     def _replace(self, module, attribute: str, make: Callable[[Callable], Callable]) -> None:
         replace_attribute(self._patched, module, attribute, make, "__yeto_safetensors__")
@@ -96,8 +103,8 @@ class SafetensorsInstrumentor(BaseInstrumentor):
             attributes, path = file_attributes(
                 filename, kw.get("device", args[0] if args else "cpu"),
                 kw.get("backend", _DEFAULT_BACKEND))
-            with tracer.start_as_current_span(names.SAFETENSORS_LOAD_FILE.name,
-                                                      attributes=attributes) as span:
+            with guarded_span(_STEP, lambda: tracer.start_as_current_span(
+                    names.SAFETENSORS_LOAD_FILE.name, attributes=attributes)) as span:
                 residency = LoadResidency(path)
                 token = _inside_load.set(True)
                 try:
@@ -115,8 +122,8 @@ class SafetensorsInstrumentor(BaseInstrumentor):
             tracer = self._tracer()
             if tracer is None:
                 return original(data, *args, **kw)
-            with tracer.start_as_current_span(names.SAFETENSORS_LOAD.name,
-                                                      attributes=_data_size(data)) as span:
+            with guarded_span(_STEP, lambda: tracer.start_as_current_span(
+                    names.SAFETENSORS_LOAD.name, attributes=_data_size(data))) as span:
                 residency = LoadResidency(None)
                 result = original(data, *args, **kw)
                 residency.finish(span, **_tensor_count(result))
@@ -133,8 +140,10 @@ class SafetensorsInstrumentor(BaseInstrumentor):
             attributes, path = file_attributes(
                 filename, kw.get("device", args[1] if len(args) > 1 else "cpu"),
                 kw.get("backend", _DEFAULT_BACKEND))
-            span = tracer.start_span(names.SAFETENSORS_SAFE_OPEN.name,
-                                             attributes=attributes)
+            span = attempt(f"{_STEP}: starting the span", tracer.start_span,
+                           names.SAFETENSORS_SAFE_OPEN.name, attributes=attributes)
+            if span is None:
+                return original(filename, *args, **kw)
             residency = LoadResidency(path)
             try:
                 handle = original(filename, *args, **kw)
@@ -142,7 +151,7 @@ class SafetensorsInstrumentor(BaseInstrumentor):
                 _end_failed(span, exc)
                 raise
             _set_header_count(span, handle)
-            return TracedSafeOpen(handle, span, residency)
+            return _traced_handle(handle, span, residency)
 
         return safe_open
 
@@ -166,8 +175,18 @@ def _tensor_count(result: Any) -> dict[str, int]:
 def _data_size(data: Any) -> dict[str, int]:
     try:
         return {names.SAFETENSORS_DATA_SIZE.name: len(data)}
-    except TypeError:
-        return {}  # safetensors will refuse it
+    except Exception:  # no len(), or one that raises: safetensors will say what is wrong
+        return {}
+
+
+def _traced_handle(handle, span, residency: LoadResidency):
+    """The handle with its span, or the handle itself (its span ended now) if it cannot be."""
+    try:
+        return TracedSafeOpen(handle, span, residency)
+    except Exception as exc:
+        log_failure(f"{_STEP}: following the safe_open handle", exc)
+        attempt(f"{_STEP}: ending the span", span.end)
+        return handle
 
 
 def _set_header_count(span, handle) -> None:

@@ -161,9 +161,12 @@ RESUME_ANCHORS_LOAD = SpanSpec(
     "validation).", (ANCHORS_TENSOR_COUNT,))
 
 TORCH_LOAD_PATH = Attr("yeto.torch_load.path", "string",
-                       "Path passed to torch.load (absent for file objects).")
+                       "Absolute path of the file loaded: the path passed to torch.load, or the "
+                       "`name` of the open file passed (absent for a buffer, or a name that no "
+                       "longer names that file).")
 TORCH_LOAD_FILE_SIZE = Attr("yeto.torch_load.file_size", "int (bytes)",
-                            "Size of that file (absent for file objects).")
+                            "Size of that file (of an open file, from its descriptor; absent "
+                            "for a buffer).")
 TORCH_LOAD_MMAP = Attr("yeto.torch_load.mmap", "bool", "Whether torch.load was asked to map it.")
 TORCH_LOAD_BYTES_MAPPED = Attr("yeto.torch_load.bytes_mapped", "int (bytes)",
                                "Bytes of the file mapped into this process after the call.")
