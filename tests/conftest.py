@@ -37,3 +37,17 @@ def _settings_read_afresh():
     forget_current_settings()
     yield
     forget_current_settings()
+
+
+@pytest.fixture
+def setting(monkeypatch):
+    """`setting(NAME, value)`: the variable set for this test as a process would have it from
+    its start: in the environment, and in the process's settings, read afresh (they are read
+    once per process, and a fixture may have read them already)."""
+    from yeto_otel.settings import forget_current_settings
+
+    def set_setting(name: str, value: str) -> None:
+        monkeypatch.setenv(name, value)
+        forget_current_settings()
+
+    return set_setting

@@ -48,11 +48,11 @@ def _assert_bitwise(loaded, ref):
         assert same_bits(loaded[name], t), name
 
 
-def test_three_modes_are_bitwise_identical(files, monkeypatch, provider, exporter):
+def test_three_modes_are_bitwise_identical(files, setting, provider, exporter):
     ref, zipped, legacy = files
     mapped_mode, mapped = _load(zipped, provider)
     fallback_mode, fallback = _load(legacy, provider)
-    monkeypatch.setenv("YETO_DILOCO_RESUME_ANCHOR_MMAP", "0")
+    setting("YETO_DILOCO_RESUME_ANCHOR_MMAP", "0")
     eager_mode, eager = _load(zipped, provider)
     assert (mapped_mode, eager_mode, fallback_mode) == ("mmap", "eager", "eager_fallback")
     for loaded in (mapped, eager, fallback):
@@ -62,14 +62,14 @@ def test_three_modes_are_bitwise_identical(files, monkeypatch, provider, exporte
                                                                        "eager"]
 
 
-def test_mapped_is_the_default_and_one_enables_it(files, monkeypatch):
+def test_mapped_is_the_default_and_one_enables_it(files, setting):
     _, zipped, _ = files
     assert _load(zipped)[0] == "mmap"
-    monkeypatch.setenv("YETO_DILOCO_RESUME_ANCHOR_MMAP", "1")
+    setting("YETO_DILOCO_RESUME_ANCHOR_MMAP", "1")
     assert _load(zipped)[0] == "mmap"
 
 
-def test_mapped_tensors_are_file_backed_and_eager_ones_are_not(files, monkeypatch):
+def test_mapped_tensors_are_file_backed_and_eager_ones_are_not(files, setting):
     _, zipped, _ = files
 
     def in_file_mapping(t):
@@ -77,7 +77,7 @@ def test_mapped_tensors_are_file_backed_and_eager_ones_are_not(files, monkeypatc
 
     with load_resume_anchors(zipped) as anchors:
         assert all(in_file_mapping(t) for t in anchors.tensors.values())
-    monkeypatch.setenv("YETO_DILOCO_RESUME_ANCHOR_MMAP", "0")
+    setting("YETO_DILOCO_RESUME_ANCHOR_MMAP", "0")
     with load_resume_anchors(zipped) as anchors:
         assert not any(in_file_mapping(t) for t in anchors.tensors.values())
 
@@ -91,10 +91,10 @@ def test_legacy_file_is_read_with_a_warning(files, caplog):
     assert any(str(legacy) in r.getMessage() and "legacy" in r.getMessage() for r in warnings)
 
 
-def test_legacy_file_with_mapping_disabled_is_plain_eager_without_warning(files, monkeypatch,
+def test_legacy_file_with_mapping_disabled_is_plain_eager_without_warning(files, setting,
                                                                          caplog):
     ref, _, legacy = files
-    monkeypatch.setenv("YETO_DILOCO_RESUME_ANCHOR_MMAP", "0")
+    setting("YETO_DILOCO_RESUME_ANCHOR_MMAP", "0")
     with caplog.at_level(logging.WARNING, logger="yeto_otel.anchors"):
         mode, loaded = _load(legacy)
     assert mode == "eager"
@@ -129,8 +129,8 @@ def test_empty_mapping_round_trips(tmp_path):
 
 
 @pytest.mark.parametrize("value", ["2", "yes", "true"])
-def test_bad_mmap_setting_is_a_settings_error(files, monkeypatch, value):
+def test_bad_mmap_setting_is_a_settings_error(files, setting, value):
     _, zipped, _ = files
-    monkeypatch.setenv("YETO_DILOCO_RESUME_ANCHOR_MMAP", value)
+    setting("YETO_DILOCO_RESUME_ANCHOR_MMAP", value)
     with pytest.raises(SettingsError, match="YETO_DILOCO_RESUME_ANCHOR_MMAP"):
         load_resume_anchors(zipped)

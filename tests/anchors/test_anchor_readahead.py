@@ -68,10 +68,10 @@ def test_anchor_is_the_default_and_prefetches_exactly_the_anchors_taken(tmp_path
 
 
 def test_off_advises_the_mapping_random_and_maps_only_the_pages_read(tmp_path, provider,
-                                                                     exporter, monkeypatch):
+                                                                     exporter, setting):
     path = tmp_path / "anchors.pt"
     _save(path)
-    monkeypatch.setenv("YETO_DILOCO_RESUME_ANCHOR_READAHEAD", "off")
+    setting("YETO_DILOCO_RESUME_ANCHOR_READAHEAD", "off")
     with load_resume_anchors(path, tracer_provider=provider):
         flags = _vm_flags(path)
     assert flags and all("rr" in f for f in flags)

@@ -59,8 +59,8 @@ def test_gauges_equal_the_span_attributes(anchor_file, provider, exporter, meter
 
 
 def test_eager_resume_maps_nothing_and_touches_the_file(anchor_file, provider, meter_provider,
-                                                        reader, monkeypatch):
-    monkeypatch.setenv("YETO_DILOCO_RESUME_ANCHOR_MMAP", "0")
+                                                        reader, setting):
+    setting("YETO_DILOCO_RESUME_ANCHOR_MMAP", "0")
     with load_resume_anchors(anchor_file, tracer_provider=provider,
                              meter_provider=meter_provider):
         pass

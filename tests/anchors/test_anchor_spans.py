@@ -66,8 +66,8 @@ def test_mapped_span_attributes(anchor_file, provider, exporter):
     assert span.instrumentation_scope.name == "yeto_otel.anchors"
 
 
-def test_eager_span_attributes(anchor_file, provider, exporter, monkeypatch):
-    monkeypatch.setenv("YETO_DILOCO_RESUME_ANCHOR_MMAP", "0")
+def test_eager_span_attributes(anchor_file, provider, exporter, setting):
+    setting("YETO_DILOCO_RESUME_ANCHOR_MMAP", "0")
     size = os.path.getsize(anchor_file)
     with load_resume_anchors(anchor_file, tracer_provider=provider) as anchors:
         assert file_mappings(anchor_file) == []
