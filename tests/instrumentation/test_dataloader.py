@@ -214,3 +214,23 @@ def test_a_loader_our_wrapper_cannot_prepare_runs_its_epochs_as_without_us(instr
     assert isinstance(data.worker_init_fn, RecordInit)
     logged = [r.getMessage() for r in caplog.records if r.name == "yeto_otel.instrumentation"]
     assert len(logged) == 1 and "the DataLoader wrapper" in logged[0]
+
+
+@pytest.mark.parametrize("exporters, expected", [
+    ({"OTEL_TRACES_EXPORTER": "otlp_json_file", "OTEL_METRICS_EXPORTER": "otlp_json_file",
+      "OTEL_LOGS_EXPORTER": "otlp_json_file"}, 3000),  # local files wait on no one
+    ({"OTEL_TRACES_EXPORTER": "none", "OTEL_METRICS_EXPORTER": "otlp_json_file"}, 3000),
+    ({"OTEL_TRACES_EXPORTER": "otlp", "OTEL_METRICS_EXPORTER": "otlp"}, 30),
+    ({"OTEL_TRACES_EXPORTER": "otlp", "OTEL_METRICS_EXPORTER": "otlp_json_file"}, 30),
+    ({"OTEL_TRACES_EXPORTER": "none", "OTEL_METRICS_EXPORTER": "none"}, 30),
+])
+def test_a_worker_waits_briefly_for_a_collector_and_as_its_rank_for_local_files(
+        monkeypatch, exporters, expected):
+    from yeto_otel.instrumentation._dataloader import worker_exit_flush_ms
+
+    for signal in ("TRACES", "METRICS", "LOGS"):
+        monkeypatch.delenv(f"OTEL_{signal}_EXPORTER", raising=False)
+    for name, value in exporters.items():
+        monkeypatch.setenv(name, value)
+    assert worker_exit_flush_ms(Settings()) == expected
+    assert worker_exit_flush_ms(Settings(exit_flush_timeout_ms=10)) == 10  # never longer

@@ -34,7 +34,7 @@ from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 from ..census import CensusInstruments, CensusReader
 from ..otel import (current_role, mark_worker, rank_attributes, rank_resource_attributes,
                     start_process_pipeline, user_resource_attributes, worker_resource_attributes)
-from ..settings import Settings, current_settings
+from ..settings import Settings, current_settings, local_exporters_only
 from ..version import __version__
 from ._guard import attempt
 from ._host_memory import METER_NAME
@@ -46,11 +46,19 @@ __all__ = ["WORKER_EXIT_FLUSH_MS", "DataLoaderWorkerInstrumentor", "WorkerTeleme
 _log = logging.getLogger("yeto_otel.dataloader")
 # After the worker's own finalizers (torch's run at priority 0 and up): flush last.
 _FLUSH_PRIORITY = -10
-# How long a worker's exit may wait for its last export. The DataLoader joins its workers at
-# the end of every epoch (non-persistent workers, the default), so this is paid per epoch
-# whenever the collector is slow or gone: small, and fixed. A local file or an agent on the
-# host takes a few milliseconds; what a slower collector has not taken by then is dropped.
+# How long a worker's exit may wait for its last export to a collector. The DataLoader joins
+# its workers at the end of every epoch (non-persistent workers, the default), so this is paid
+# per epoch whenever the collector is slow or gone: small, and fixed. An agent on the host
+# takes a few milliseconds; what a slower collector has not taken by then is dropped. Local
+# files wait on no one, so a worker writing only to them has YETO_OTEL_EXIT_FLUSH_TIMEOUT, the
+# same as its rank: on a busy host its last collection may take longer than this to write.
 WORKER_EXIT_FLUSH_MS = 30
+
+
+def worker_exit_flush_ms(settings: Settings) -> int:
+    if local_exporters_only():
+        return settings.exit_flush_timeout_ms
+    return min(settings.exit_flush_timeout_ms, WORKER_EXIT_FLUSH_MS)
 _STEP = "the DataLoader wrapper"
 
 
@@ -61,7 +69,7 @@ def start_worker_telemetry(settings: Settings, attributes: dict, loader_slot: in
     mark_worker()
     pipeline = start_process_pipeline(
         worker_resource_attributes(attributes, worker_id, loader_slot), settings,
-        exit_flush_timeout_ms=min(settings.exit_flush_timeout_ms, WORKER_EXIT_FLUSH_MS),
+        exit_flush_timeout_ms=worker_exit_flush_ms(settings),
         trace_loads=settings.worker_load_spans)
     meter = pipeline.meter_provider.get_meter(METER_NAME, __version__)
     CensusInstruments(meter, CensusReader(

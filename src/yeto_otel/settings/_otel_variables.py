@@ -14,7 +14,7 @@ from ._values import IDENTITY_OWNER, OTLP_EXPORTER_BY_PROTOCOL, SDK_VARIABLES, S
 
 __all__ = ["EXPORT_VARIABLES", "LOCAL_EXPORTER", "OTEL_DEFAULTS", "SIGNALS", "apply_otel_defaults",
            "check_sdk_variables", "choose_configurator", "claim_identity", "exporter_choices",
-           "exports_locally", "local_exporters_selected", "otlp_endpoint",
+           "exports_locally", "local_exporters_only", "local_exporters_selected", "otlp_endpoint",
            "otlp_exporter_variables", "sdk_disabled", "set_environment_defaults"]
 
 
@@ -47,6 +47,14 @@ def exporter_choices(environ: Mapping[str, str] | None = None) -> dict[str, str]
 def local_exporters_selected(environ: Mapping[str, str] | None = None) -> bool:
     """Whether any signal goes to the local files (after the distro's defaults apply)."""
     return any(LOCAL_EXPORTER in value for value in exporter_choices(environ).values())
+
+
+def local_exporters_only(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether every signal that is exported goes to the local files, and none to a
+    collector (after the distro's defaults apply)."""
+    named = [part.strip() for value in exporter_choices(environ).values()
+             for part in value.split(",") if part.strip() not in ("", "none")]
+    return bool(named) and all(name == LOCAL_EXPORTER for name in named)
 
 
 def otlp_endpoint(environ: Mapping[str, str] | None = None) -> str | None:

@@ -112,8 +112,9 @@ SETTINGS: tuple[Setting, ...] = (
         "unreachable collector) is dropped and logged once. The default fits well inside the "
         "30 s that torchrun, Kubernetes and Slurm give a rank between SIGTERM and SIGKILL; a "
         "local file or an agent on the host takes milliseconds. A DataLoader worker's exit "
-        "waits at most 30 ms (or this, if shorter), so a slow or absent collector never holds "
-        "up the end of an epoch. `0`: do not wait.",
+        "waits at most 30 ms (or this, if shorter) for a collector, so a slow or absent "
+        "collector never holds up the end of an epoch; one that writes only local files "
+        "waits as long as its rank. `0`: do not wait.",
         parse_exit_flush_timeout,
     ),
     Setting(
