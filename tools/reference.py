@@ -56,6 +56,8 @@ whose cost does not grow with the process. The exception is `Private_Dirty`: its
 pages), so it is read again only once enough time has passed to keep its reads within
 `YETO_OTEL_SMAPS_BUDGET` (0.1 % of one core by default), and the last value is exported on
 every collection in between (docs/performance.md says how stale it gets at a given size).
+The step log never does that read itself: when one is due it is handed to a
+background thread of the process, and the step log carries the last value and its age.
 
 Instrument types follow what each number is:
 
@@ -277,13 +279,19 @@ def _step_log_section() -> str:
     return f"""## Step-log keys
 
 `yeto_otel.add_census_to_step_log(record)` with `YETO_DILOCO_HOST_MEM_CENSUS=1` adds these keys
-on sync rank 0 (values in the metric's unit; a source that failed is left out):
+on sync rank 0 (values in the metric's unit; a source that failed is left out). It takes the
+latest values and never waits on the training thread: the /proc and cgroup files it reads cost
+the same at any size; a smaps_rollup read that is due runs on a background thread of the
+process, and the allocator's keys are the answer of its last finished query (a new one starts
+without waiting). So the first records of a process may lack the private-dirty and allocator
+keys, until the first read and query have finished:
 
 | key | value of |
 |---|---|
 {step_keys}
 
-Values read within a CPU budget carry their age beside them (seconds, to the millisecond):
+Values read within a CPU budget carry their age beside them (seconds, to the millisecond): the
+record's value was read that long before the record was made:
 
 | key | value |
 |---|---|

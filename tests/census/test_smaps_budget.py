@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import mmap
 import threading
+import time
 
 import pytest
 
@@ -236,8 +237,13 @@ def test_the_step_log_carries_the_age_beside_the_last_value(monkeypatch):
     # A budget so small that the next read is hours away: the second record must reuse the first.
     settings = Settings(step_log_census=True, host_allocator="none",
                         smaps_budget_percent=1e-7)
-    first = add_census_to_step_log({}, settings=settings)
     age_key = PRIVATE_DIRTY_ROW.step_log_age_key
+    # The step log never reads smaps_rollup itself: the first read is on the census's
+    # background reader, and a later record carries it.
+    deadline = time.monotonic() + 30
+    while age_key not in (first := add_census_to_step_log({}, settings=settings)):
+        assert time.monotonic() < deadline, "no smaps_rollup read reached the step log"
+        time.sleep(0.01)
     assert isinstance(first[age_key], float) and first[age_key] >= 0
     grown = mmap.mmap(-1, 32 << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     for offset in range(0, len(grown), PAGE_SIZE):
