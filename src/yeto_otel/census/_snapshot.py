@@ -25,7 +25,7 @@ from ..settings import Settings
 from ._allocator import AllocatorSource, GaugeEvidence, read_allocator_stats, resolve_allocator
 from ._bounded_call import CallFailed, CallPending, CallTimedOut
 from ._budgeted_read import BudgetedRead, Clock, shared_budgeted_read
-from ._table import CENSUS, CensusMetric, Source
+from ._table import CENSUS, SMAPS_ROLLUP_AGE, CensusMetric, Source
 from ._cgroup import CgroupCensus
 from ._duty import DUTY_ERROR_SOURCE
 from ._fault_ledger import FaultLedger
@@ -101,7 +101,7 @@ class CensusReader:
         self._files: dict[Source, tuple[ProcFile, dict[bytes, str]]] = {}
         for source, relative in _PROC_SOURCES.items():
             wanted: dict[bytes, str] = {}
-            for m in [m for m in self.metrics if m.source is source]:
+            for m in [m for m in self.metrics if m.source is source and not m.sample_age]:
                 first = wanted.setdefault(m.field.encode(), m.name)
                 if first != m.name:
                     self._twins[first] = (*self._twins.get(first, ()), m.name)
@@ -109,6 +109,7 @@ class CensusReader:
                 self._files[source] = (ProcFile(os.path.join(proc_root, relative)), wanted)
         self._smaps: BudgetedRead[_Fields] | None = None
         self._smaps_seen = 0  # the last sample whose fault this reader has counted
+        self._smaps_age = SMAPS_ROLLUP_AGE in self.metrics
         if Source.SMAPS_ROLLUP in self._files:
             proc_file, wanted = self._files.pop(Source.SMAPS_ROLLUP)
             # This reader's own read (its own descriptor, as for the other files); when it runs
@@ -202,6 +203,9 @@ class CensusReader:
         for name, number in found.items():
             values[name] = _quantity(name, number)
             ages[name] = age
+        if found and self._smaps_age:
+            values[SMAPS_ROLLUP_AGE.name] = Quantity(SMAPS_ROLLUP_AGE.name, age / 1e9,
+                                                     SMAPS_ROLLUP_AGE.kind, SMAPS_ROLLUP_AGE.unit)
 
     def _read_proc(self, source: Source, proc_file: ProcFile, wanted: dict[bytes, str],
                    values: dict[str, Quantity]) -> None:
