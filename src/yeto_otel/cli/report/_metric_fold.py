@@ -24,7 +24,7 @@ from pathlib import Path
 from ...census import Kind
 from ...otel import CUMULATIVE, DELTA, attributes, metric_points
 from ._buckets import MAX_BUCKETS, TimeBuckets, page_share
-from ._read_times import AGE_OF, AGES, SAME_READ_NS, at_read_times
+from ._read_times import AGE_OF, NOTED, SAME_READ_NS, LineReads
 
 __all__ = ["MAX_CHANGES", "MetricFolder", "PAGE_POINTS"]
 
@@ -187,7 +187,7 @@ class MetricFolder:
         self._attributes: dict[tuple, tuple] = {}
         self._files: dict[str, str] = {}
         self._raw_resource: tuple | None = None
-        self._aged_line = False  # the line being read has an age of values read in a budget
+        self._reads = LineReads()  # the line's values read within a budget, and their ages
 
     def fold_line(self, batch, path: Path, skipped: list[str]):
         """Fold one line; returns ({instance: [first, last] time}, [names of metrics not
@@ -195,15 +195,17 @@ class MetricFolder:
         not a metrics batch."""
         times: dict[str, list[int]] = {}
         self._times.clear()
-        self._aged_line = False
+        reads = self._reads
+        reads.clear()
         try:
             found, other = self._walk(batch, path, times)
         except (_Unexpected, KeyError, TypeError, AttributeError, ValueError):
             times.clear()
+            reads.clear()
             found, other = self._parse(batch, path, skipped, times)
         file = self._files.setdefault(path.name, path.name)
-        if self._aged_line:
-            found = at_read_times(found, file, lambda head: self._fold(*head))
+        if reads.places and reads.ages:
+            found = reads.at_read_times(found, file, lambda head: self._fold(*head))
         for item in found:
             fold = item[0]
             if type(fold) is tuple:  # a series this line is the first to have
@@ -270,8 +272,7 @@ class MetricFolder:
         if found_head is None:
             found_head = self._heads[spec] = self._head(*spec)
         head, slots = found_head
-        if name in AGES:
-            self._aged_line = True
+        first = len(found)
         times = self._times  # a batch's points share their times: each string read once
         for point in data.get("dataPoints") or ():
             value = point.get("asInt")  # (not a dict: AttributeError, the full parser reads it)
@@ -302,6 +303,8 @@ class MetricFolder:
             items = point.get("attributes")
             key = self._key(items) if items else ()
             found.append((slots.get(key) or (head, key), start, time_ns, value))
+        if name in NOTED:
+            self._reads.note(found, first, instance, name)
 
     def _head(self, instance: str, name: str, shape: str, temporality, monotonic, unit):
         """(what a new series of this metric is made with, its series by attributes key)."""
@@ -339,13 +342,14 @@ class MetricFolder:
         """The full parser, for a line the walk does not read."""
         points, other = metric_points(batch, skipped)
         found = []
-        self._aged_line = any(p.name in AGES for p in points)
         for p in points:
             instance = self._instance(p.resource, path)
             key = tuple(sorted((k, str(v)) for k, v in p.attributes.items()))
             found.append((((instance, p.name, p.shape, p.monotonic, p.unit, p.temporality),
                            key), p.start_ns, p.time_ns, p.value))
             _widen_times(times, instance, found, len(found) - 1)
+            if p.name in NOTED:
+                self._reads.note(found, len(found) - 1, instance, p.name)
         return found, other
 
     # --- the end ----------------------------------------------------------------------------
