@@ -3,6 +3,10 @@
 With YETO_DILOCO_HOST_MEM_CENSUS=1 each step record gets this rank's, its memory cgroup's
 (usage, limit, anon, file, OOM kills) and this node's memory and every host-allocator counter under the stable `host_mem.*` keys listed in
 docs/metrics.md. Unset or `0` leaves the record untouched: same keys, same values.
+
+The record is made on the training thread, and on the sync rank every other rank waits for
+it at the next collective: its reader never waits (`CensusReader(wait=False)`), so the
+record carries the latest values the census has, not necessarily ones read for this step.
 """
 
 from __future__ import annotations
