@@ -146,6 +146,9 @@ def test_a_stuck_allocator_never_makes_the_step_log_wait(stuck):
         assert took < QUICK_S, f"step {step} waited {took:.2f} s for the allocator"
         assert "host_mem.vm_rss_bytes" in record
         assert ALLOC_KEY not in record
+    poll(lambda: stuck.started, lambda started: started >= 1)  # handed over, not waited for
+    for _ in range(3):
+        add_census_to_step_log({}, rank=0, settings=settings)
     assert stuck.started == 1  # one query in flight, not one per step
     stuck.released.set()
     record = poll(lambda: add_census_to_step_log({}, rank=0, settings=settings),
