@@ -22,9 +22,10 @@ from yeto_otel.testing import HostAllocatorStandIn
 ALLOCATOR_REF = "yeto_otel.testing:realistic"
 
 # The anchors stand in for our own six process/node rows (not the semantic-conventions twins,
-# not the memory cgroup's rows: psutil has nothing for those).
+# not the memory cgroup's rows nor the age of the smaps_rollup values: psutil has nothing for
+# those).
 _PROCESS_NODE = tuple(m for m in CENSUS if m.source not in (Source.ALLOCATOR, Source.CGROUP)
-                      and not getattr(m, "semconv", False))
+                      and not m.semconv and not m.sample_age)
 _ALLOCATOR = tuple(m for m in CENSUS if m.source is Source.ALLOCATOR)
 assert len(_PROCESS_NODE) == 6 and len(_ALLOCATOR) == 18
 

@@ -41,6 +41,7 @@ FLOOR_REF = "F"  # a floor recording rule (thick line over the thin raw series)
 DASHED_REF = "D"  # the second of a pair: a peak next to its gauge, touched next to mapped
 FREED_REF = "R"  # a freed-per-second rate, drawn below the axis
 HIGH_REF = "H"  # a soft limit (a cgroup's memory.high: orange dashed line)
+AGE_REF = "G"  # how old the panel's other values are: seconds, dotted, on a right axis
 
 
 def _ref(type_: str, variable: str) -> common.DataSourceRef:
@@ -169,6 +170,10 @@ FREED_STYLE = props(custom__transform="negative-Y")
 HIGH_STYLE = props(color={"mode": "fixed", "fixedColor": "orange"},
                    custom__lineStyle={"fill": "dash", "dash": [10, 10]},
                    custom__lineWidth=2, custom__fillOpacity=0)
+# A unit of its own: the panel's values are bytes, their age is seconds.
+AGE_STYLE = props(unit="s", min=0, custom__axisPlacement="right",
+                  custom__axisLabel="age of the value (s)",
+                  custom__lineStyle={"fill": "dot", "dash": [0, 10]}, custom__fillOpacity=0)
 
 
 def series(title: str, description: str, unit: str, targets: list[prometheus.Dataquery], *,
@@ -184,7 +189,7 @@ def series(title: str, description: str, unit: str, targets: list[prometheus.Dat
         refs.add(target.build().ref_id)
     for ref, style in ((THRESHOLD_REF, THRESHOLD_STYLE), (FLOOR_REF, FLOOR_STYLE),
                        (DASHED_REF, DASHED_STYLE), (FREED_REF, FREED_STYLE),
-                       (HIGH_REF, HIGH_STYLE)):
+                       (HIGH_REF, HIGH_STYLE), (AGE_REF, AGE_STYLE)):
         if ref in refs:
             panel.override_by_query(ref, style)
     return panel

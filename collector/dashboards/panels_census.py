@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from yeto_otel.census import (ALLOCATOR_PREFIX, ANONYMOUS, CENSUS_ERRORS, NODE_ANON_PAGES,
                               NODE_AVAILABLE, PRIVATE_DIRTY, PROCESS_MEMORY_USAGE,
-                              PROCESS_MEMORY_VIRTUAL, RSS, RSS_PEAK, allocator_metric)
+                              PROCESS_MEMORY_VIRTUAL, RSS, RSS_PEAK, SMAPS_ROLLUP_AGE,
+                              allocator_metric)
 from yeto_otel.names import prometheus_name
 
-from dashboard_kit import (DASHED_REF, FLOOR_REF, FREED_REF, HOST_MEMORY_CENSUS_UID,
+from dashboard_kit import (AGE_REF, DASHED_REF, FLOOR_REF, FREED_REF, HOST_MEMORY_CENSUS_UID,
                            THRESHOLD_REF, Layout, base_dashboard, dashboard, prom, series,
                            timeseries)
 from dashboard_names import (CLUSTER, EXHAUSTION_HORIZON, FLOOR, FLOOR_RISE,
@@ -28,6 +29,21 @@ CENSUS_ERRORS_ALERT = alert("YetoCensusErrors")
 # The allocator metrics' common Prometheus prefix, left out where a description abbreviates.
 ALLOCATOR_METRICS = prometheus_name(ALLOCATOR_PREFIX, "", monotonic_counter=False)
 ANON_PAGES, MEM_AVAILABLE = NODE_ANON_PAGES.field, NODE_AVAILABLE.field  # /proc/meminfo's words
+# Private_Dirty is re-read only within the smaps_rollup budget: between reads the same value is
+# exported again, so its panels draw how old it is beside it.
+READ_AGE = (f"Between reads the last value is exported again: the dotted line on the right "
+            f"axis is its age, {metric_name(SMAPS_ROLLUP_AGE)} (seconds since it was read). "
+            "Where the age climbs the value is one read carried forward, not a level that held "
+            "still; it was read where the age last fell (that time minus the age).")
+
+
+def _private_dirty_panel(title: str, what: str, select, legend_format: str
+                         ) -> timeseries.Panel:
+    """Private dirty and, on a right axis, the age of its values."""
+    return series(
+        title, f"{what} {READ_AGE}", "bytes",
+        [prom("A", select(PRIVATE_DIRTY), legend_format),
+         prom(AGE_REF, select(SMAPS_ROLLUP_AGE), f"age {legend_format}")])
 
 
 def _process_row(layout: Layout) -> None:
@@ -47,11 +63,10 @@ def _process_row(layout: Layout) -> None:
         "value swings while its floor stays flat; a leak raises the floor.", "bytes",
         [prom("A", rank_series(ANONYMOUS), RANK_LEGEND),
          prom(FLOOR_REF, rank_series(floor), f"floor {RANK_LEGEND}")]), w=12, h=8)
-    layout.add(series(
-        "Private dirty", f"{metric_name(PRIVATE_DIRTY)}, a gauge: pages only this "
+    layout.add(_private_dirty_panel(
+        "Private dirty and its age", f"{metric_name(PRIVATE_DIRTY)}, a gauge: pages only this "
         "process maps and has written; they cannot be dropped or shared, only swapped.",
-        "bytes",
-        [prom("A", rank_series(PRIVATE_DIRTY), RANK_LEGEND)]), w=12, h=8)
+        rank_series, RANK_LEGEND), w=12, h=8)
     usage, virtual = PROCESS_MEMORY_USAGE, PROCESS_MEMORY_VIRTUAL
     layout.add(series(
         "Virtual memory and memory in use (OpenTelemetry names)",
@@ -197,12 +212,12 @@ def _worker_row(layout: Layout) -> None:
     layout.row("DataLoader workers (per worker, apart from their ranks)")
     epochs = ("A loader without persistent_workers starts new worker processes every epoch "
               "under the same worker ids, so each line restarts low at every epoch.")
-    layout.add(series(
-        "Private dirty per worker", f"{metric_name(PRIVATE_DIRTY)} of each DataLoader worker: "
-        "what the worker owns (pages it alone maps and has written). A forked worker starts "
-        "with almost none; touching the dataset's Python objects copies their pages one by one "
-        f"(copy-on-read), which climbs here while the worker iterates. {epochs}", "bytes",
-        [prom("A", worker_series(PRIVATE_DIRTY), WORKER_LEGEND)]), w=12, h=8)
+    layout.add(_private_dirty_panel(
+        "Private dirty per worker, and its age", f"{metric_name(PRIVATE_DIRTY)} of each "
+        "DataLoader worker: what the worker owns (pages it alone maps and has written). A "
+        "forked worker starts with almost none; touching the dataset's Python objects copies "
+        f"their pages one by one (copy-on-read), which climbs here while the worker iterates. "
+        f"{epochs}", worker_series, WORKER_LEGEND), w=12, h=8)
     layout.add(series(
         "RSS per worker", f"{metric_name(RSS)} ({RSS.field}) of each DataLoader worker. It "
         "counts the pages the worker still shares with its rank (they are in the rank's RSS "

@@ -20,15 +20,16 @@ RSS = "yeto.process.memory.rss"
 RSS_PEAK = "yeto.process.memory.rss_peak"
 ANON = "yeto.process.memory.anonymous"
 PRIVATE_DIRTY = "yeto.process.memory.private_dirty"
+SMAPS_AGE = "yeto.process.memory.smaps_rollup.age"  # observed with the smaps_rollup values
 NODE_AVAILABLE = "yeto.node.memory.available"
 NODE_ANON = "yeto.node.memory.anon_pages"
 USAGE = "process.memory.usage"  # the semantic conventions' names, on by default
 VIRTUAL = "process.memory.virtual"
-PROCESS_NAMES = {RSS, RSS_PEAK, ANON, PRIVATE_DIRTY, USAGE, VIRTUAL}
+PROCESS_NAMES = {RSS, RSS_PEAK, ANON, PRIVATE_DIRTY, SMAPS_AGE, USAGE, VIRTUAL}
 NODE_NAMES = {NODE_AVAILABLE, NODE_ANON}
 BY_SOURCE = {
     "status": {RSS, RSS_PEAK, ANON, USAGE, VIRTUAL},
-    "smaps_rollup": {PRIVATE_DIRTY},
+    "smaps_rollup": {PRIVATE_DIRTY, SMAPS_AGE},
     "meminfo": {NODE_AVAILABLE, NODE_ANON},
 }
 ALLOC = "yeto.host_allocator."

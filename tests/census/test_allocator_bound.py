@@ -149,19 +149,34 @@ def test_the_sdk_collection_survives_a_base_exception(exc):
     assert "yeto.host_allocator.num_host_alloc" in collected(metric_reader)
 
 
-def test_the_step_log_never_waits_for_a_stuck_allocator(monkeypatch, stuck):
+def test_the_step_log_abandons_a_stuck_allocator_past_its_bound(monkeypatch, stuck, caplog):
+    """The step log never waits for the query (tests/census/test_step_log_latest.py); one that
+    runs past its bound is abandoned and counted by the record that finds it so, and every
+    record after it is counted while it stays stuck; no second query starts meanwhile."""
     monkeypatch.setattr(_step_log, "_reader", None)
     monkeypatch.setattr(_step_log, "_reader_choice", None)
     monkeypatch.setattr("yeto_otel.census._allocator._auto_stats", stuck)
     settings = Settings(step_log_census=True, host_allocator="auto",
                         allocator_timeout_ms=TIMEOUT_MS)
     started = time.monotonic()
-    records = [add_census_to_step_log({"step": i}, rank=0, settings=settings) for i in range(6)]
+    records = [add_census_to_step_log({"step": 0}, rank=0, settings=settings)]
+    wait_until(lambda: records.append(add_census_to_step_log({}, rank=0, settings=settings))
+               or _step_log._reader.ledger.counts())
+    counted = _step_log._reader.ledger.counts()["allocator"]
+    for _ in range(5):
+        records.append(add_census_to_step_log({}, rank=0, settings=settings))
     assert time.monotonic() - started < STUCK_FOR / 2
     assert stuck.started == 1
     assert all("host_mem.vm_rss_bytes" in r for r in records)
     assert not any(k.startswith("host_mem.host_alloc.") for r in records for k in r)
-    assert _step_log._reader.ledger.counts() == {"allocator": 6}
+    assert _step_log._reader.ledger.counts() == {"allocator": counted + 5}
+    (warning,) = [r for r in caplog.records if r.name == "yeto_otel.census"]
+    assert f"did not answer within {TIMEOUT_MS} ms" in warning.getMessage()
+    stuck.release()
+    # The late answer of the abandoned query, then the queries resume.
+    wait_until(lambda: "host_mem.host_alloc.active_bytes.freed" in
+               add_census_to_step_log({}, rank=0, settings=settings))
+    wait_until(lambda: stuck.started == 2)
 
 
 @pytest.mark.parametrize("choice", ["os:nonexistent", "no_such_module_for_yeto_tests:f",
@@ -173,7 +188,9 @@ def test_the_step_log_skips_an_allocator_that_cannot_be_resolved(monkeypatch, ca
     for step in range(3):
         record = add_census_to_step_log({"step": step}, rank=0, settings=settings)
         assert "host_mem.vm_rss_bytes" in record
-    assert _step_log._reader.ledger.counts() == {"allocator": 3}
+    # Each record after the first failed query's answer is counted (the first has none yet).
+    wait_until(lambda: _step_log._reader.ledger.counts().get("allocator", 0) >= 3
+               or add_census_to_step_log({}, rank=0, settings=settings) is None)
     (warning,) = [r for r in caplog.records if r.name == "yeto_otel.census"]
     assert f"YETO_OTEL_HOST_ALLOCATOR={choice!r} is not valid" in warning.getMessage()
 

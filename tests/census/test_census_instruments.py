@@ -33,6 +33,8 @@ def test_issue_table_kinds():
     assert shapes["yeto.process.memory.rss_peak"] == "gauge"
     assert shapes["yeto.process.memory.anonymous"] == "non_monotonic_sum"
     assert shapes["yeto.process.memory.private_dirty"] == "non_monotonic_sum"
+    # How old the smaps_rollup values are: a reading of one process, never summed.
+    assert shapes["yeto.process.memory.smaps_rollup.age"] == "gauge"
     assert shapes["yeto.node.memory.available"] == "non_monotonic_sum"
     assert shapes["yeto.node.memory.anon_pages"] == "non_monotonic_sum"
     for stat in ("allocations", "allocated_bytes", "active_requests", "active_bytes"):
@@ -52,6 +54,7 @@ def test_units():
     assert metrics["yeto.host_allocator.allocations.allocated"].unit == "{allocation}"
     assert metrics["yeto.host_allocator.active_requests.peak"].unit == "{request}"
     assert metrics["yeto.host_allocator.num_host_alloc"].unit == "{call}"
+    assert metrics["yeto.process.memory.smaps_rollup.age"].unit == "s"
 
 
 def test_current_is_withheld_until_freed_moves():

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import mmap
 import threading
+import time
 
 import pytest
 
@@ -179,6 +180,28 @@ def test_the_last_value_is_exported_on_every_collection_with_its_age(tmp_path):
     assert snap[PRIVATE_DIRTY].value == 9000 * KB and snap.ages_ns[PRIVATE_DIRTY] == 2 * MS
 
 
+AGE = "yeto.process.memory.smaps_rollup.age"
+
+
+def test_the_age_is_observed_whenever_the_values_are(tmp_path):
+    """The sample's age in seconds, a value of its own (exported, not only in the step log),
+    in every snapshot that carries the smaps_rollup values and in none that lacks them."""
+    root, clock = copy_root(tmp_path), FakeClock()
+    reader = fake_clock_reader(root, clock)
+    first = reader.take()
+    assert first[AGE].value == pytest.approx(0.002)  # the read began 2 ms before it ended
+    assert first[AGE].unit == "s"
+    clock.now += int(1.5 * S)  # not due: the same sample, 1.5 s older
+    second = reader.take()
+    assert second[PRIVATE_DIRTY].value == first[PRIVATE_DIRTY].value
+    assert second[AGE].value == pytest.approx(1.502)
+    assert second.ages_ns[PRIVATE_DIRTY] == int(1.502 * S)
+    (root / "self" / "smaps_rollup").write_text("garbage\n")
+    clock.now += 2 * S  # due: a read that finds nothing, so no values and no age
+    third = reader.take()
+    assert PRIVATE_DIRTY not in third and AGE not in third
+
+
 def test_anonymous_is_fresh_while_private_dirty_waits(tmp_path):
     root, clock = copy_root(tmp_path), FakeClock()
     reader = fake_clock_reader(root, clock)
@@ -236,8 +259,13 @@ def test_the_step_log_carries_the_age_beside_the_last_value(monkeypatch):
     # A budget so small that the next read is hours away: the second record must reuse the first.
     settings = Settings(step_log_census=True, host_allocator="none",
                         smaps_budget_percent=1e-7)
-    first = add_census_to_step_log({}, settings=settings)
     age_key = PRIVATE_DIRTY_ROW.step_log_age_key
+    # The step log never reads smaps_rollup itself: the first read is on the census's
+    # background reader, and a later record carries it.
+    deadline = time.monotonic() + 30
+    while age_key not in (first := add_census_to_step_log({}, settings=settings)):
+        assert time.monotonic() < deadline, "no smaps_rollup read reached the step log"
+        time.sleep(0.01)
     assert isinstance(first[age_key], float) and first[age_key] >= 0
     grown = mmap.mmap(-1, 32 << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     for offset in range(0, len(grown), PAGE_SIZE):

@@ -1,5 +1,6 @@
 import copy
 import sys
+import time
 import types
 
 import pytest
@@ -7,17 +8,31 @@ import pytest
 from yeto_otel import testing
 from yeto_otel.testing import HostAllocatorStandIn
 from yeto_otel import SettingsError, add_census_to_step_log
-from yeto_otel.census import CENSUS, Source
+from yeto_otel.census import CENSUS, Source, _step_log
 
 PROCESS_AND_NODE_KEYS = {
     "host_mem.vm_rss_bytes", "host_mem.vm_hwm_bytes", "host_mem.anonymous_bytes",
     "host_mem.private_dirty_bytes", "host_mem.node_mem_available_bytes",
     "host_mem.node_anon_pages_bytes",
 }
+ALLOCATOR_KEY = "host_mem.host_alloc.num_host_alloc"
+
+
+def until(make, done, deadline_s: float = 30.0):
+    """`make()` again until `done(its result)`: the step log never waits for the smaps_rollup
+    read or the allocator's query it starts, a later record carries them."""
+    deadline = time.monotonic() + deadline_s
+    while not done(found := make()):
+        assert time.monotonic() < deadline, f"not seen before the deadline: {found!r}"
+        time.sleep(0.01)
+    return found
 
 
 @pytest.fixture
 def allocator(monkeypatch):
+    # A step-log reader of its own: the last allocator answer of another test's is not this one's.
+    monkeypatch.setattr(_step_log, "_reader", None)
+    monkeypatch.setattr(_step_log, "_reader_choice", None)
     monkeypatch.setenv("YETO_OTEL_HOST_ALLOCATOR", "yeto_otel.testing:settable")
     monkeypatch.setattr(testing.settable, "stats", HostAllocatorStandIn.full_stats(freed=0, **{
         "active_bytes.freed": 5, "active_bytes.current": 11}))
@@ -39,9 +54,9 @@ def test_off_leaves_record_exactly_as_it_was(monkeypatch, allocator, value):
 
 def test_on_adds_every_documented_key(monkeypatch, allocator):
     monkeypatch.setenv("YETO_DILOCO_HOST_MEM_CENSUS", "1")
-    record = add_census_to_step_log({"step": 1})
+    record = until(lambda: add_census_to_step_log({"step": 1}),
+                   lambda r: PROCESS_AND_NODE_KEYS | {ALLOCATOR_KEY} <= set(r))
     assert record["step"] == 1
-    assert PROCESS_AND_NODE_KEYS <= set(record)
     for stat in ("allocations", "allocated_bytes", "active_requests", "active_bytes"):
         for field in ("current", "peak", "allocated", "freed"):
             assert f"host_mem.host_alloc.{stat}.{field}" in record
@@ -89,6 +104,8 @@ def test_bad_value_names_the_variable(monkeypatch, allocator, bad):
 def test_allocator_failure_leaves_the_rest(monkeypatch, allocator):
     monkeypatch.setenv("YETO_DILOCO_HOST_MEM_CENSUS", "1")
     monkeypatch.setattr(testing.settable, "raises", TypeError("allocator broke"))
-    record = add_census_to_step_log({"step": 1})
+    # Until the failed query is counted, then in the record made with its answer.
+    record = until(lambda: add_census_to_step_log({"step": 1}),
+                   lambda r: _step_log._reader.ledger.counts().get("allocator"))
     assert PROCESS_AND_NODE_KEYS <= set(record)
     assert not any(k.startswith("host_mem.host_alloc.") for k in record)

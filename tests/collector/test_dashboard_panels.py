@@ -11,6 +11,8 @@ import pytest
 
 from dashboard_testkit import (names, override_values, panel_metrics, panel_with, panels,
                                prometheus_targets, variables)
+from yeto_otel.census import PRIVATE_DIRTY, SMAPS_ROLLUP_AGE
+from yeto_otel.names import prometheus_name_of
 
 
 # --- What the panels show ------------------------------------------------------------------------
@@ -40,25 +42,51 @@ def _is_bytes(metric: str) -> bool:
     return bool(re.search(r"_bytes(_|$)", metric))
 
 
+def _queries_by_unit(panel: dict) -> dict[str, list[str]]:
+    """The panel's queries by the unit they are drawn in: the panel's, or a query's own (an
+    override of its refId, drawn on an axis of its own)."""
+    default = panel["fieldConfig"]["defaults"].get("unit")
+    by_unit: dict[str, list[str]] = {}
+    for target in panel["targets"]:
+        own = override_values(panel, "byFrameRefID", target["refId"], "unit")
+        by_unit.setdefault(own or default, []).append(target["expr"])
+    return by_unit
+
+
 def test_units_follow_what_is_plotted(dashboards):
     for name, dashboard in dashboards.items():
         for panel in panels(dashboard):
             if panel["datasource"]["type"] != "prometheus":
                 continue
-            exprs = [t["expr"] for t in panel["targets"]]
-            metrics = set().union(*(names.metric_names(e) for e in exprs))
-            kinds = {_kind(e) for e in exprs}
-            unit = panel["fieldConfig"]["defaults"].get("unit")
-            where = f"{name}: {panel['title']!r}"
-            assert len(kinds) == 1, f"{where} mixes values, rates and ratios"
-            if kinds == {"ratio"}:
-                assert unit == "percentunit", where
-            elif all(_is_bytes(m) for m in metrics):
-                assert unit == ("binBps" if kinds == {"rate"} else "bytes"), where
-            elif any("seconds" in m for m in metrics):
-                assert unit == "s", where
-            else:
-                assert unit in ("short", "cps"), where
+            for unit, exprs in _queries_by_unit(panel).items():
+                metrics = set().union(*(names.metric_names(e) for e in exprs))
+                kinds = {_kind(e) for e in exprs}
+                where = f"{name}: {panel['title']!r} ({unit})"
+                assert len(kinds) == 1, f"{where} mixes values, rates and ratios"
+                if kinds == {"ratio"}:
+                    assert unit == "percentunit", where
+                elif all(_is_bytes(m) for m in metrics):
+                    assert unit == ("binBps" if kinds == {"rate"} else "bytes"), where
+                elif any("seconds" in m for m in metrics):
+                    assert unit == "s", where
+                else:
+                    assert unit in ("short", "cps"), where
+
+
+def test_private_dirty_is_drawn_with_its_age_on_an_axis_of_its_own(census):
+    """Private_Dirty is re-read only within its budget: every panel of it draws the age of
+    its values beside it, in seconds on a right axis (its own unit)."""
+    private_dirty = prometheus_name_of(PRIVATE_DIRTY)
+    age = prometheus_name_of(SMAPS_ROLLUP_AGE)
+    shown = [p for p in panels(census) if private_dirty in panel_metrics(p)]
+    assert len(shown) == 2  # the ranks' and the workers'
+    for panel in shown:
+        (target,) = [t for t in panel["targets"] if age in names.metric_names(t["expr"])]
+        ref = target["refId"]
+        assert override_values(panel, "byFrameRefID", ref, "unit") == "s"
+        assert override_values(panel, "byFrameRefID", ref, "custom.axisPlacement") == "right"
+        assert target["legendFormat"].startswith("age ")
+        assert age in panel["description"]
 
 
 def test_legends_name_the_rank_or_the_host(dashboards):

@@ -57,6 +57,12 @@ class AllocatorSource:
     def query(self) -> object:
         return self._query()
 
+    def latest(self) -> object:
+        """Without waiting (the step log): the last finished query's answer, raised as `query()`
+        raises it, and a new query started when none runs; `CallPending` before the first
+        answer (see `BoundedCall.latest`)."""
+        return self._query.latest()
+
     def empty_cache(self) -> bool:
         """Release the host cache to the OS. False where this source cannot."""
         if self._empty_cache is None:

@@ -16,6 +16,11 @@ query (benchmarks/allocator_query.py). Why a `SimpleQueue` and a bare lock to ha
 and its answer back: a Python-level `Condition` or `Event` made each hand-over a few more
 context switches (the woken thread waits again for the other's lock or the GIL).
 
+A caller that must not wait at all (the step log, on the training thread) asks `latest()`:
+the answer of the last call that finished, and a new call handed to the query thread when
+none is running, so the next caller has a fresher one. The bound still holds: a call that
+runs past it is abandoned (with the same answers) by whichever caller finds it so.
+
 Whatever the call raises is caught on its thread, `BaseException`s included (`SystemExit`,
 `KeyboardInterrupt`, `GeneratorExit` raised by user code), and handed to the caller as an
 `Exception`: it can end neither the SDK's export thread nor the trainer's step. A real Ctrl-C
@@ -31,7 +36,7 @@ import time
 import weakref
 from typing import Callable
 
-__all__ = ["BoundedCall", "CallFailed", "CallStillRunning", "CallTimedOut"]
+__all__ = ["BoundedCall", "CallFailed", "CallPending", "CallStillRunning", "CallTimedOut"]
 
 QUERY_THREAD_NAME = "yeto-otel-allocator-query"
 
@@ -48,12 +53,17 @@ class CallStillRunning(CallTimedOut):
     pass
 
 
+class CallPending(Exception):
+    """`latest()` before any call has finished: no answer yet, and nothing wrong."""
+
+
 class _Call:
     def __init__(self, fn: Callable[[], object], what: str):
         self.fn = fn
         self.what = what
         self.pid = os.getpid()  # a forked copy of a running call has no thread in the child
         self.worker: _Worker | None = None  # the thread it was handed to
+        self.handed_at = time.monotonic()  # its bound counts from here, as a waiter's does
         self.finished = False
         self.abandoned_at: float | None = None
         self.result: object = None
@@ -160,7 +170,7 @@ def _after_fork_in_child() -> None:
     parent's calls have no thread here: every lock and call starts afresh."""
     _query_threads._reset()
     for bounded in list(_bounded_calls):
-        bounded._lock, bounded._call = threading.Lock(), None
+        bounded._lock, bounded._call, bounded._answered = threading.Lock(), None, None
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
@@ -175,36 +185,75 @@ class BoundedCall:
         self.what = what
         self._lock = threading.Lock()
         self._call: _Call | None = None
+        self._answered: _Call | None = None  # the last call `latest()` saw finished
         _bounded_calls.add(self)
 
     def __call__(self) -> object:
         call = self._running_or_new()
         if not call.wait(self.timeout_s):
-            if call.abandoned_at is None:
-                call.abandoned_at = time.monotonic()
-                _query_threads.abandon(call)
-            raise CallTimedOut(f"{self.what} did not answer within {self.timeout_s * 1000:g} ms; "
-                               f"abandoned for this collection")
-        if call.error is None:
+            self._abandon(call)
+        return self._answer(call)
+
+    def latest(self) -> object:
+        """Without waiting: the last finished call's answer, as `__call__` gives it (its result,
+        or what it raised); `CallPending` before one has finished. A new call is handed to the
+        query thread when none is running. A running call past `timeout_s` is abandoned here as
+        `__call__` abandons it (`CallTimedOut`, then `CallStillRunning` until it returns)."""
+        with self._lock:
+            call = self._call
+            if call is not None and call.pid == os.getpid() and not call.finished:
+                if call.abandoned_at is not None:
+                    raise self._still_running(call)
+                overdue = time.monotonic() - call.handed_at > self.timeout_s
+            else:
+                overdue = False
+                if call is not None and call.pid == os.getpid():
+                    self._answered = call
+                self._call = self._submit()
+            answered = self._answered
+        if overdue:
+            self._abandon(call)
+        if answered is None:
+            raise CallPending(f"{self.what}: no query has finished yet")
+        return self._answer(answered, again=True)
+
+    def _abandon(self, call: _Call) -> None:
+        if call.abandoned_at is None:
+            call.abandoned_at = time.monotonic()
+            _query_threads.abandon(call)
+        raise CallTimedOut(f"{self.what} did not answer within {self.timeout_s * 1000:g} ms; "
+                           f"abandoned for this collection")
+
+    def _answer(self, call: _Call, *, again: bool = False) -> object:
+        """What a finished call gave. `again`: it may be given more than once, and an exception
+        raised again would grow its traceback by the frames of every raise."""
+        error = call.error
+        if error is None:
             return call.result
-        if isinstance(call.error, Exception):
-            raise call.error
-        raise CallFailed(f"{self.what} raised {type(call.error).__name__}: {call.error}")
+        if isinstance(error, Exception):
+            raise error.with_traceback(None) if again else error
+        raise CallFailed(f"{self.what} raised {type(error).__name__}: {error}")
+
+    def _still_running(self, call: _Call) -> CallStillRunning:
+        return CallStillRunning(f"{self.what} has not returned from a query abandoned "
+                                f"{time.monotonic() - call.abandoned_at:.1f} s ago; no new query "
+                                f"starts until it does")
+
+    def _submit(self) -> _Call:
+        """A new call of `fn`, handed to the query thread (under `_lock`)."""
+        call = _Call(self._fn, self.what)
+        try:
+            _query_threads.submit(call)
+        except RuntimeError as exc:  # at interpreter shutdown (3.12+), or out of threads
+            raise CallFailed(f"{self.what}: cannot start its query thread: {exc}") from None
+        return call
 
     def _running_or_new(self) -> _Call:
         with self._lock:
             call = self._call
             if call is not None and call.pid == os.getpid() and not call.finished:
                 if call.abandoned_at is not None:
-                    raise CallStillRunning(
-                        f"{self.what} has not returned from a query abandoned "
-                        f"{time.monotonic() - call.abandoned_at:.1f} s ago; no new query "
-                        f"starts until it does")
+                    raise self._still_running(call)
                 return call  # another caller's query is under way: share its answer
-            call = _Call(self._fn, self.what)
-            try:
-                _query_threads.submit(call)
-            except RuntimeError as exc:  # at interpreter shutdown (3.12+), or out of threads
-                raise CallFailed(f"{self.what}: cannot start its query thread: {exc}") from None
-            self._call = call
-            return call
+            self._call = self._submit()
+            return self._call

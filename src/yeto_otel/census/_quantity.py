@@ -21,6 +21,9 @@ class Kind(enum.Enum):
     """Only ever rises until reset (bytes ever allocated)."""
     HIGH_WATER_MARK = "high-water mark"
     """The largest level seen so far; a gauge that only a reset lowers."""
+    AGE = "age"
+    """How long ago a value read within a budget was read (seconds): rises between reads,
+    falls at each. A property of one process's reading: adding ages up means nothing."""
 
 
 # Levels that may be combined with each other: a peak minus the current level is headroom.

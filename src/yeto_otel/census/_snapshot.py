@@ -6,20 +6,26 @@ process. /proc/self/smaps_rollup, whose read walks every page of the process, is
 CPU budget shared by every reader of the process (`_budgeted_read`): the snapshot carries its
 last values and their age. It never raises: a source that fails is left out of the snapshot
 and counted in the `FaultLedger`.
+
+A reader made with `wait=False` (the step log's, on the training thread) never waits on a
+slow source: a smaps_rollup read that is due runs on the background reader, and the
+allocator is answered by its last finished query (a new one starts on the query thread). Its
+snapshot carries the latest values, the smaps_rollup ones with their age as always.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Mapping
 
 from ..settings import Settings
 from ._allocator import AllocatorSource, GaugeEvidence, read_allocator_stats, resolve_allocator
-from ._bounded_call import CallFailed, CallTimedOut
+from ._bounded_call import CallFailed, CallPending, CallTimedOut
 from ._budgeted_read import BudgetedRead, Clock, shared_budgeted_read
-from ._table import CENSUS, CensusMetric, Source
+from ._table import CENSUS, SMAPS_ROLLUP_AGE, CensusMetric, Source
 from ._cgroup import CgroupCensus
 from ._duty import DUTY_ERROR_SOURCE
 from ._fault_ledger import FaultLedger
@@ -64,6 +70,9 @@ class CensusReader:
 
     `node_duty`: with node metrics on, /proc/meminfo is read only in the collections where
     this process holds it (one process per host at a time); None: in every collection.
+
+    `wait`: False for a caller that must never wait on the smaps_rollup walk or the allocator
+    (the step log): see the module's docstring.
     """
 
     def __init__(self, *, allocator: AllocatorSource | None, node_metrics: bool,
@@ -71,8 +80,9 @@ class CensusReader:
                  semconv: bool = True,
                  smaps_budget_percent: float = Settings.smaps_budget_percent,
                  clock: Clock = time.monotonic_ns, node_duty: NodeDuty | None = None,
-                 cgroup: CgroupCensus | None = None):
+                 cgroup: CgroupCensus | None = None, wait: bool = True):
         self.allocator = allocator
+        self.wait = wait
         self.cgroup = cgroup
         self.node_metrics = node_metrics
         self.node_duty = node_duty
@@ -91,7 +101,7 @@ class CensusReader:
         self._files: dict[Source, tuple[ProcFile, dict[bytes, str]]] = {}
         for source, relative in _PROC_SOURCES.items():
             wanted: dict[bytes, str] = {}
-            for m in [m for m in self.metrics if m.source is source]:
+            for m in [m for m in self.metrics if m.source is source and not m.sample_age]:
                 first = wanted.setdefault(m.field.encode(), m.name)
                 if first != m.name:
                     self._twins[first] = (*self._twins.get(first, ()), m.name)
@@ -99,18 +109,21 @@ class CensusReader:
                 self._files[source] = (ProcFile(os.path.join(proc_root, relative)), wanted)
         self._smaps: BudgetedRead[_Fields] | None = None
         self._smaps_seen = 0  # the last sample whose fault this reader has counted
+        self._smaps_age = SMAPS_ROLLUP_AGE in self.metrics
         if Source.SMAPS_ROLLUP in self._files:
             proc_file, wanted = self._files.pop(Source.SMAPS_ROLLUP)
             # This reader's own read (its own descriptor, as for the other files); when it runs
             # is up to the budget it shares with the process's other readers.
-            self.smaps_rollup_read = _FieldsRead(proc_file, wanted)
+            self._smaps_fields = _FieldsRead(proc_file, wanted)
+            self.smaps_rollup_read = self._smaps_fields  # a test may wrap or replace it
             self._smaps = shared_budgeted_read((proc_file.path, tuple(wanted)),
                                                percent=smaps_budget_percent, clock=clock)
         self._allocator_metrics = tuple(m for m in self.metrics if m.source is Source.ALLOCATOR)
 
     @classmethod
     def from_settings(cls, settings: Settings, *, node_metrics: bool | None = None,
-                      proc_root: str = "/proc", cgroup_elected: bool = True) -> "CensusReader":
+                      proc_root: str = "/proc", cgroup_elected: bool = True,
+                      wait: bool = True) -> "CensusReader":
         """The reader for these settings: the allocator `YETO_OTEL_HOST_ALLOCATOR` names (a bad
         one raises `SettingsError` now), node metrics as `YETO_OTEL_NODE_METRICS` decides
         unless `node_metrics` says otherwise, the semantic-conventions names as
@@ -123,7 +136,7 @@ class CensusReader:
                      proc_root=proc_root, semconv=settings.semconv_metrics,
                      smaps_budget_percent=settings.smaps_budget_percent,
                      cgroup=CgroupCensus(elected=cgroup_elected, proc_root=proc_root,
-                                         lock_dir=settings.lock_dir))
+                                         lock_dir=settings.lock_dir), wait=wait)
         if node_metrics is None and settings.node_metrics == "auto":
             reader.node_duty = NodeDuty(node_duty_key(proc_root), fallback=settings.node_fallback,
                                         directory=settings.lock_dir, ledger=reader.ledger)
@@ -141,7 +154,7 @@ class CensusReader:
     def proc_files(self) -> dict[Source, ProcFile]:
         files = {source: pf for source, (pf, _) in self._files.items()}
         if self._smaps is not None:
-            files[Source.SMAPS_ROLLUP] = self.smaps_rollup_read.proc_file
+            files[Source.SMAPS_ROLLUP] = self._smaps_fields.proc_file
         return files
 
     @property
@@ -157,18 +170,28 @@ class CensusReader:
                     and not self.node_duty.held():
                 continue  # another process of the host observes the node now
             self._read_proc(source, proc_file, wanted, values)
-        if self._smaps is not None:
-            self._take_smaps_rollup(self._smaps, values, ages)
-        if self.allocator is not None:
-            self._read_allocator(values)
         labelled: dict[str, dict[str, Quantity]] = {}
         if self.cgroup is not None:
             self.cgroup.take(values, labelled, self.ledger)
+        # Last, after every read that lets go of the GIL: a read or query handed to another
+        # thread here would take the GIL at this caller's next such read, and the caller
+        # would wait for it. smaps_rollup last of all: its walk holds the process's memory
+        # map, and a thread start (its stack is mapped) waits for the walk of a whole mapping
+        # (80 ms behind a 4 GiB one, measured for the step log's first call).
+        if self.allocator is not None:
+            self._read_allocator(values)
+        if self._smaps is not None:
+            self._take_smaps_rollup(self._smaps, values, ages)
         return CensusSnapshot(time.time_ns(), values, ages, labelled)
 
     def _take_smaps_rollup(self, smaps: BudgetedRead, values: dict[str, Quantity],
                            ages: dict[str, int]) -> None:
-        sample = smaps.latest(self.smaps_rollup_read)  # a new read only when the budget allows
+        # A new read only when the budget allows; without `wait`, on the background reader.
+        self._smaps_fields.reopen()
+        try:
+            sample = smaps.latest(self.smaps_rollup_read, wait=self.wait)
+        except _ReaderClosed:
+            return
         if sample is None:
             return
         found, problem = sample.value
@@ -180,6 +203,9 @@ class CensusReader:
         for name, number in found.items():
             values[name] = _quantity(name, number)
             ages[name] = age
+        if found and self._smaps_age:
+            values[SMAPS_ROLLUP_AGE.name] = Quantity(SMAPS_ROLLUP_AGE.name, age / 1e9,
+                                                     SMAPS_ROLLUP_AGE.kind, SMAPS_ROLLUP_AGE.unit)
 
     def _read_proc(self, source: Source, proc_file: ProcFile, wanted: dict[bytes, str],
                    values: dict[str, Quantity]) -> None:
@@ -200,7 +226,10 @@ class CensusReader:
         try:
             # A user-supplied callable may raise anything, or return a mapping that does; the
             # query is bounded and hands back any BaseException as an Exception (_bounded_call).
-            stats, problems = read_allocator_stats(self.allocator.query())
+            raw = self.allocator.query() if self.wait else self.allocator.latest()
+            stats, problems = read_allocator_stats(raw)
+        except CallPending:  # the first query has not finished yet: nothing to count
+            return
         except CallFailed as exc:  # timed out, still stuck, or raised a BaseException
             self.ledger.record(Source.ALLOCATOR.label, str(exc),
                                kind="timeout" if isinstance(exc, CallTimedOut) else "")
@@ -223,6 +252,8 @@ class CensusReader:
             values[m.name] = Quantity(m.name, number, kind, m.unit)
 
     def close(self) -> None:
+        if self._smaps is not None:
+            self._smaps_fields.close()  # a read still queued for it must not reopen it
         for proc_file in self.proc_files.values():
             proc_file.close()
         if self.cgroup is not None:
@@ -234,20 +265,40 @@ class CensusReader:
 _Fields = tuple[dict[str, int], str]  # the values found, and what was wrong ("" if nothing)
 
 
+class _ReaderClosed(Exception):
+    """The read's reader was closed: no read, and no sample (another reader shares the budget
+    and its last sample, which an empty one would replace)."""
+
+
 class _FieldsRead:
-    """One read and parse of a /proc file, as `BudgetedRead` calls it: never raises."""
+    """One read and parse of a /proc file, as `BudgetedRead` calls it: never raises, except
+    `_ReaderClosed` from `close()` until `reopen()` (a read handed to the background reader can
+    run after its reader was closed, and must not open the file again for nobody)."""
 
     def __init__(self, proc_file: ProcFile, wanted: dict[bytes, str]):
         self.proc_file = proc_file
         self.wanted = wanted
+        self._lock = threading.Lock()
+        self._closed = False
 
     def __call__(self) -> _Fields:
-        try:
-            data = self.proc_file.read()
-        except ProcReadError as exc:
-            return {}, str(exc)
+        with self._lock:
+            if self._closed:
+                raise _ReaderClosed(self.proc_file.path)
+            try:
+                data = self.proc_file.read()
+            except ProcReadError as exc:
+                return {}, str(exc)
         found, problems = parse_kb_fields(self.proc_file.path, data, self.wanted)
         return found, "; ".join(problems)
+
+    def close(self) -> None:
+        with self._lock:  # waits for a read under way: closing is no step
+            self._closed = True
+
+    def reopen(self) -> None:
+        """The reader is used again after `close()` (its files open again as they are read)."""
+        self._closed = False
 
 
 _TABLE = {m.name: m for m in CENSUS}

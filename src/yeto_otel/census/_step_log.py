@@ -3,6 +3,10 @@
 With YETO_DILOCO_HOST_MEM_CENSUS=1 each step record gets this rank's, its memory cgroup's
 (usage, limit, anon, file, OOM kills) and this node's memory and every host-allocator counter under the stable `host_mem.*` keys listed in
 docs/metrics.md. Unset or `0` leaves the record untouched: same keys, same values.
+
+The record is made on the training thread, and on the sync rank every other rank waits for
+it at the next collective: its reader never waits (`CensusReader(wait=False)`), so the
+record carries the latest values the census has, not necessarily ones read for this step.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from ..settings import Settings, SettingsError, current_settings
 from ._allocator import unresolved_allocator
 from ._cgroup import CgroupCensus
 from ._quantity import Kind
-from ._snapshot import CensusReader
+from ._snapshot import CensusReader, CensusSnapshot
 from ._table import ALLOCATOR_STATS, CENSUS, allocator_metric, gauge_flag_key
 
 __all__ = ["add_census_to_step_log"]
@@ -48,7 +52,7 @@ def _census_reader(settings: Settings) -> CensusReader:
                 # The step log is rank 0's own record: its cgroup is read whether or not this
                 # process is the one elected to export it.
                 _reader = CensusReader.from_settings(settings, node_metrics=True,
-                                                     cgroup_elected=False)
+                                                     cgroup_elected=False, wait=False)
             except SettingsError as exc:
                 # Under opentelemetry-instrument the distro refused this at start. A trainer
                 # started without it keeps its step log: the rest of the census, with the
@@ -56,7 +60,7 @@ def _census_reader(settings: Settings) -> CensusReader:
                 _reader = CensusReader(allocator=unresolved_allocator(settings.host_allocator,
                                                                       exc), node_metrics=True,
                                        smaps_budget_percent=settings.smaps_budget_percent,
-                                       cgroup=CgroupCensus(elected=False))
+                                       cgroup=CgroupCensus(elected=False), wait=False)
             _reader_choice = choice
         return _reader
 
@@ -65,21 +69,31 @@ def add_census_to_step_log(record: dict, *, rank: int | None = None,
                            settings: Settings | None = None) -> dict:
     """Add the census to `record` (in place, and returned) on sync rank 0 when enabled.
 
-    `settings`: read from the environment when not given (YETO_DILOCO_HOST_MEM_CENSUS turns
-    it on, YETO_OTEL_HOST_ALLOCATOR names the allocator); a bad value raises `SettingsError`.
+    `settings`: this process's settings when not given (YETO_DILOCO_HOST_MEM_CENSUS turns it
+    on, YETO_OTEL_HOST_ALLOCATOR names the allocator); a bad value raises `SettingsError`.
     `rank`: the sync rank, else torch.distributed's rank, else RANK. A failing /proc read or
     allocator never raises: its fields are left out. That includes an allocator setting that
-    cannot be resolved (a module that does not import, a name that is not a callable), and an
-    allocator query that is slower than YETO_OTEL_ALLOCATOR_TIMEOUT: this never waits longer.
-    Its cost does not grow with the process's size, except for a read of smaps_rollup
-    (Private_Dirty) within YETO_OTEL_SMAPS_BUDGET, shared with the census's other readers;
-    between reads the record carries the last value and its age in seconds.
+    cannot be resolved (a module that does not import, a name that is not a callable).
+
+    It never waits on a source whose cost grows with the process or that it does not control:
+    its cost is that of the small /proc and cgroup reads. Private_Dirty is read from
+    smaps_rollup within YETO_OTEL_SMAPS_BUDGET (shared with the census's other readers) on the
+    census's background thread when a read is due: the record carries the last value read and
+    its age in seconds, none before the first read has finished. The allocator's fields are
+    the answer of its last finished query (none before the first), and a new query is started
+    on the query thread without waiting; one slower than YETO_OTEL_ALLOCATOR_TIMEOUT is
+    abandoned and its fields are left out until it returns.
     """
     if settings is None:
         settings = current_settings()
     if not settings.step_log_census or _sync_rank(rank, settings) != 0:
         return record
-    snapshot = _census_reader(settings).take()
+    return _add_snapshot(record, _census_reader(settings).take())
+
+
+def _add_snapshot(record: dict, snapshot: CensusSnapshot) -> dict:
+    """The snapshot's step-log keys into `record`. (benchmarks/step_log_latency.py gives it a
+    snapshot of a reader that waits, the step log's old way, as the anchor.)"""
     for m in CENSUS:
         quantity = snapshot.get(m.name) if m.step_log_key else None
         if m.step_log_point:  # one point of a row with many (the cgroup's oom_kill count)

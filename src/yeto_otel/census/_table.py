@@ -36,6 +36,7 @@ __all__ = [
     "PROCESS_MEMORY_VIRTUAL",
     "RSS",
     "RSS_PEAK",
+    "SMAPS_ROLLUP_AGE",
     "STEP_LOG_ALLOCATOR_PREFIX",
     "allocator_metric",
     "gauge_flag_key",
@@ -57,10 +58,12 @@ class Instrument(enum.Enum):
 
 
 # What each kind of quantity is exported as: a level is additive across ranks (semantic
-# conventions use UpDownCounter for memory usage), a peak is not, a running total is a counter.
+# conventions use UpDownCounter for memory usage), a peak or an age is not, a running total is
+# a counter.
 INSTRUMENT_FOR_KIND = {
     Kind.GAUGE: Instrument.UP_DOWN_COUNTER,
     Kind.HIGH_WATER_MARK: Instrument.GAUGE,
+    Kind.AGE: Instrument.GAUGE,
     Kind.RUNNING_TOTAL: Instrument.COUNTER,
 }
 
@@ -97,6 +100,9 @@ class CensusMetric:
     attribute: str = ""
     # With `attribute`: the step log carries the point with this attribute value.
     step_log_point: str = ""
+    # Not a field of its source: how old the source's last read is (a source read within a
+    # budget), observed whenever that read's values are.
+    sample_age: bool = False
 
     @property
     def instrument(self) -> Instrument:
@@ -123,9 +129,17 @@ PRIVATE_DIRTY = CensusMetric(
     "yeto.process.memory.private_dirty", Source.SMAPS_ROLLUP, "Private_Dirty", Kind.GAUGE, "By",
     "Pages only this process maps that it has written: memory that cannot be dropped or "
     "shared, only swapped. Its read walks every page of the process, so it is re-read only "
-    "within YETO_OTEL_SMAPS_BUDGET and the last value is exported in between (its age is in "
-    "the step log).", "host_mem.private_dirty_bytes",
+    "within YETO_OTEL_SMAPS_BUDGET and the last value is exported in between: it was read "
+    "`yeto.process.memory.smaps_rollup.age` seconds before the collection (in the step log: "
+    "`host_mem.private_dirty_age_seconds`).", "host_mem.private_dirty_bytes",
     step_log_age_key="host_mem.private_dirty_age_seconds")
+SMAPS_ROLLUP_AGE = CensusMetric(
+    "yeto.process.memory.smaps_rollup.age", Source.SMAPS_ROLLUP, "", Kind.AGE, "s",
+    "How long before this collection the smaps_rollup values exported with it "
+    "(`yeto.process.memory.private_dirty`) were read: they are re-read only within "
+    "YETO_OTEL_SMAPS_BUDGET, so between reads this rises while the value stays the last one "
+    "read, and falls at each new read. Observed whenever those values are. Subtract it from "
+    "the collection's time to place a value at the time it was read.", "", sample_age=True)
 NODE_AVAILABLE = CensusMetric(
     "yeto.node.memory.available", Source.MEMINFO, "MemAvailable", Kind.GAUGE, "By",
     "The kernel's estimate of memory available for new work without swapping (free plus "
@@ -150,8 +164,8 @@ PROCESS_MEMORY_VIRTUAL = CensusMetric(
     "every mapping of the process, touched or not (reserved address space included).", "",
     semconv=True)
 
-_PROCESS_AND_NODE = (RSS, RSS_PEAK, ANONYMOUS, PRIVATE_DIRTY, NODE_AVAILABLE, NODE_ANON_PAGES,
-                     PROCESS_MEMORY_USAGE, PROCESS_MEMORY_VIRTUAL)
+_PROCESS_AND_NODE = (RSS, RSS_PEAK, ANONYMOUS, PRIVATE_DIRTY, SMAPS_ROLLUP_AGE, NODE_AVAILABLE,
+                     NODE_ANON_PAGES, PROCESS_MEMORY_USAGE, PROCESS_MEMORY_VIRTUAL)
 
 # The process's own memory cgroup (v2, or v1's memory hierarchy): the limit that really kills
 # a rank, long before the node runs out. One process per cgroup observes these (the 8 ranks of

@@ -81,8 +81,10 @@ SETTINGS: tuple[Setting, ...] = (
         "YETO_OTEL_SMAPS_BUDGET", "0.1", "percent of one core, 0 to 100, or `always`",
         "How much of one core reading /proc/self/smaps_rollup (Private_Dirty) may take. Its cost "
         "grows with resident memory, so it is read again only once enough time has passed (a "
-        "read of c seconds waits 100 c / budget); in between the last value is exported. `0`: "
-        "never read; `always`: read on every collection (small processes).", parse_smaps_budget,
+        "read of c seconds waits 100 c / budget); in between the last value is exported, with "
+        "its age. The step log never does the read itself: one that falls due at a step runs on "
+        "a background thread. `0`: never read; `always`: read on every collection (small "
+        "processes).", parse_smaps_budget,
     ),
     Setting(
         "YETO_OTEL_DATALOADER_WORKERS",

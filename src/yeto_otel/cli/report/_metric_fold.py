@@ -9,6 +9,11 @@ every value as the full parser does (`otel.metric_points`); anything it does not
 string temporality, an array attribute, a value out of range) hands the whole line to the full
 parser, which skips and counts bad records. Either way a line is folded only once it was read
 whole.
+
+A value read within a budget (smaps_rollup's) is exported again at every collection until the
+next read, beside its age (`yeto.process.memory.smaps_rollup.age`): its points are moved to the
+time they were read (the collection's time minus the age in the same line) and folded once per
+read, with the age, so a value read once is not drawn as ten fresh ones.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from pathlib import Path
 from ...census import Kind
 from ...otel import CUMULATIVE, DELTA, attributes, metric_points
 from ._buckets import MAX_BUCKETS, TimeBuckets, page_share
+from ._read_times import AGE_OF, NOTED, SAME_READ_NS, LineReads
 
 __all__ = ["MAX_CHANGES", "MetricFolder", "PAGE_POINTS"]
 
@@ -79,12 +85,16 @@ class _Fold(TimeBuckets):
     chunk at a time: a tight loop costs less than a call per point), and the last raw point
     of a running total."""
     __slots__ = ("series", "rated", "delta", "file", "pending", "segment", "last", "read",
-                 "nonzero", "changes")
+                 "nonzero", "changes", "aged", "last_read")
 
     def __init__(self, series, rated: bool, delta: bool, changes: bool = False):
         super().__init__(MAX_BUCKETS)
         self.series = series
         self.rated, self.delta = rated, delta
+        # A value read within a budget: its pending points may carry their age (a fifth item),
+        # and the last read folded, (file, read time, value), tells a read exported again.
+        self.aged = not rated and series.metric in AGE_OF
+        self.last_read: tuple | None = None
         self.file = self.last = None
         self.pending: list = []  # (anything, start, time, value) of `file`
         self.segment = self.read = 0
@@ -105,7 +115,10 @@ class _Fold(TimeBuckets):
         if self.changes is not None:
             self._note_changes(pending)
         source = (self.file, self.segment)
-        if not self.rated:
+        if self.aged:  # the age rides along in the source, to the page's hover
+            self.add_many([(item[2], item[3], (*source, item[4]) if len(item) > 4 else source)
+                           for item in pending])
+        elif not self.rated:
             self.add_many([(t, v, source) for _, _, t, v in pending])
         elif self.delta:
             self.add_many([(t, v / ((t - start) / 1e9), source)
@@ -144,6 +157,17 @@ class _Fold(TimeBuckets):
         self.file, self.last = file, None
         self.segment += 1
 
+    def read_again(self, file: str, read_ns: int, value: float) -> bool:
+        """Whether this point is the read last folded, exported again; else it is noted as
+        the last read."""
+        last = self.last_read
+        if last is not None and last[0] is file and last[2] == value and \
+                abs(read_ns - last[1]) <= SAME_READ_NS:
+            self.read += 1  # read from the file all the same
+            return True
+        self.last_read = (file, read_ns, value)
+        return False
+
 
 class MetricFolder:
     """Folds metric batches into `series` (the reader's series table). `make_series(instance,
@@ -163,6 +187,7 @@ class MetricFolder:
         self._attributes: dict[tuple, tuple] = {}
         self._files: dict[str, str] = {}
         self._raw_resource: tuple | None = None
+        self._reads = LineReads()  # the line's values read within a budget, and their ages
 
     def fold_line(self, batch, path: Path, skipped: list[str]):
         """Fold one line; returns ({instance: [first, last] time}, [names of metrics not
@@ -170,12 +195,17 @@ class MetricFolder:
         not a metrics batch."""
         times: dict[str, list[int]] = {}
         self._times.clear()
+        reads = self._reads
+        reads.clear()
         try:
             found, other = self._walk(batch, path, times)
         except (_Unexpected, KeyError, TypeError, AttributeError, ValueError):
             times.clear()
+            reads.clear()
             found, other = self._parse(batch, path, skipped, times)
         file = self._files.setdefault(path.name, path.name)
+        if reads.places and reads.ages:
+            found = reads.at_read_times(found, file, lambda head: self._fold(*head))
         for item in found:
             fold = item[0]
             if type(fold) is tuple:  # a series this line is the first to have
@@ -242,6 +272,7 @@ class MetricFolder:
         if found_head is None:
             found_head = self._heads[spec] = self._head(*spec)
         head, slots = found_head
+        first = len(found)
         times = self._times  # a batch's points share their times: each string read once
         for point in data.get("dataPoints") or ():
             value = point.get("asInt")  # (not a dict: AttributeError, the full parser reads it)
@@ -272,6 +303,8 @@ class MetricFolder:
             items = point.get("attributes")
             key = self._key(items) if items else ()
             found.append((slots.get(key) or (head, key), start, time_ns, value))
+        if name in NOTED:
+            self._reads.note(found, first, instance, name)
 
     def _head(self, instance: str, name: str, shape: str, temporality, monotonic, unit):
         """(what a new series of this metric is made with, its series by attributes key)."""
@@ -315,21 +348,24 @@ class MetricFolder:
             found.append((((instance, p.name, p.shape, p.monotonic, p.unit, p.temporality),
                            key), p.start_ns, p.time_ns, p.value))
             _widen_times(times, instance, found, len(found) - 1)
+            if p.name in NOTED:
+                self._reads.note(found, len(found) - 1, instance, p.name)
         return found, other
 
     # --- the end ----------------------------------------------------------------------------
 
     def finish(self, make_point) -> None:
         """Fold every series to its share of the page and hand it its points
-        (`make_point(time, value, source file, segment)`)."""
+        (`make_point(time, value, source file, segment[, age in seconds])`: the age for a
+        value read within a budget, at the time it was read)."""
         limit = page_share(PAGE_POINTS, len(self._folds))
         for fold in self._folds:
             fold.flush()
             fold.shrink(limit)
             series = fold.series
-            series.points = [make_point(t, v, source[0], source[1])
-                             for t, v, source in fold.points()]
+            series.points = [make_point(t, v, *source) for t, v, source in fold.points()]
             series.read, series.nonzero, series.rated = fold.read, fold.nonzero, fold.rated
             if fold.changes is not None:
                 series.changes = fold.changes
         self._folds.clear()
+

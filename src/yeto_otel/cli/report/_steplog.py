@@ -15,6 +15,8 @@ from ._telemetry import Telemetry
 __all__ = ["STEP_KEYS", "STEP_RECORD_FIELDS", "step_log_files", "steplog_chart", "steplog_level"]
 
 STEP_KEYS = {m.step_log_key: m for m in CENSUS if m.step_log_key}
+_READ_HOVER = ("<br>read during this step, %{customdata[0]:.2f} s before the record of step "
+               "%{customdata[1]} (re-read only within its CPU budget)")
 # A step record's own fields (not census keys).
 STEP_RECORD_FIELDS = STEP_FIELD, TIME_FIELD
 
@@ -99,13 +101,17 @@ def _add_steplog_line(go, fig, data: Telemetry, key: str, stem: str, *, row: int
     name = key.replace(STEP_LOG_PREFIX, "").replace(STEP_LOG_ALLOCATOR_PART, "")
     row_kind = STEP_KEYS.get(key)
     peak = row_kind is not None and row_kind.kind is Kind.HIGH_WATER_MARK
+    # A value read within a budget: one point per read, at the step it was read, its age shown.
+    ages = data.steps.read_ages(stem, key)
+    read = any(ages)
     fig.add_trace(go.Scatter(
         x=[step for step, _ in points],
         y=[None if value is None else value / scale for _, value in points],
         mode="lines+markers", name=name + (f" · {label}" if label else ""),
         line=dict(color=color, width=2, dash="dot" if peak else dash),
         marker=dict(size=5), connectgaps=False,
+        customdata=[list(a) if a else [None, None] for a in ages] if read else None,
         legendgroup=f"steplog-{row}", legendgrouptitle=dict(text=title),
         hovertemplate=(f"{esc(key)}{f' · {esc(label)}' if label else ''}<br>"
                        f"step %{{x}}: %{{y:,.2f}} {unit}"
-                       "<extra></extra>")), row=row, col=1)
+                       + (_READ_HOVER if read else "") + "<extra></extra>")), row=row, col=1)

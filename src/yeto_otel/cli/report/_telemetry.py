@@ -37,6 +37,9 @@ class Point(NamedTuple):  # a tuple: the page holds up to `PAGE_POINTS` of them
     value: float
     source: str = ""  # the file (process) it came from: a new one starts a new line segment
     segment: int = 0  # so does a new segment of one file (a running total that was reset)
+    # A value read within a budget: drawn at the time it was read, and this is how long before
+    # the collection that first exported it that was (seconds); None for any other value.
+    age_s: float | None = None
 
 
 @dataclass
@@ -324,7 +327,7 @@ def _load_metrics(data: Telemetry, progress: Progress | None) -> None:
             data.not_plotted[what] = data.not_plotted.get(what, 0) + 1
         for instance, (first, last) in times.items():
             _note(data, instance, path, first, last)
-    folder.finish(lambda t, v, source, segment: Point(0, t, v, source, segment))
+    folder.finish(lambda t, v, source, segment, age=None: Point(0, t, v, source, segment, age))
 
 
 def _load_steps(data: Telemetry, progress: Progress | None) -> None:

@@ -116,18 +116,30 @@ def _add_panel(go, fig, row: int, entries, *, roster: Roster, legend_seen: set,
         where = esc(s.instance) + (f" · pid {launch.pid}" if launch.pid and not workers else "")
         kind = "rate" if rated else s.kind.value
         color = roster.color(s.instance)
+        ages, read = _read_ages(s, pts)
         fig.add_trace(go.Scatter(
             x=[t // 1_000_000 for t, _ in pts],  # ms since the epoch: a date axis reads them
             y=[None if v is None else float(f"{v / scale:.6g}") for _, v in pts],
             mode="lines+markers", name=name, showlegend=first, **group,
             line=dict(color=color, dash=dash, width=2), marker=_marker(launch, color),
-            connectgaps=False,
+            connectgaps=False, customdata=ages,
             hovertemplate=(f"<b>{esc(name)}</b><br>{where}<br>{esc(s.label)}"
-                           f" ({kind})<br>%{{x|%H:%M:%S.%L}}: %{{y:,.2f}} {suffix}"
+                           f" ({kind})<br>%{{x|%H:%M:%S.%L}}: %{{y:,.2f}} {suffix}{read}"
                            "<extra></extra>")),
             row=row, col=1)
     fig.update_yaxes(title_text=suffix, row=row, col=1,
                      rangemode="tozero" if rated else "normal")
+
+
+def _read_ages(series: Series, pts) -> tuple[list | None, str]:
+    """For a value read within a budget (drawn at the time it was read): each drawn point's
+    age when first exported, and the hover's line that shows it. (None, "") for the rest."""
+    ages = {p.time_ns: p.age_s for p in series.points if p.age_s is not None}
+    if not ages:
+        return None, ""
+    return ([[ages.get(t)] for t, _ in pts],
+            "<br>read at this time, %{customdata[0]:.2f} s before the collection that first "
+            "exported it (re-read only within its CPU budget)")
 
 
 def _marker(launch, color: str) -> dict:
