@@ -12,14 +12,14 @@ import argparse
 import pathlib
 import sys
 
-from yeto_otel.census import (ALLOCATOR_STATS, CENSUS, CENSUS_ERRORS, CGROUP_INFO, CensusMetric,
-                              Source, gauge_flag_key)
+from yeto_otel.census import CENSUS, CENSUS_ERRORS, CGROUP_INFO, CensusMetric, Source
 from yeto_otel.names import LOAD_MODE_ATTRIBUTE, RESUME_METRICS, SPANS, prometheus_name_of
 from yeto_otel.otel import (LOCAL_RANK_ATTRIBUTE, RANK_ATTRIBUTE, ROLE_ATTRIBUTE,
                             WORKER_ID_ATTRIBUTE, WORLD_SIZE_ATTRIBUTE, Role)
 from yeto_otel.settings import OTEL_DEFAULTS, SETTINGS
 
 from .generated_files import sync_generated
+from .step_log_keys import step_log_section
 
 __all__ = ["metrics_md", "settings_md", "spans_md", "render_all"]
 
@@ -277,51 +277,11 @@ and dashboards are tested against it.
 """
 
 
-def _step_log_section() -> str:
-    """The step-log keys."""
-    step_keys = "\n".join(
-        f"| `{m.step_log_key}` | `{m.name}`"
-        + (f" (the point `{m.attribute}={m.step_log_point}`)" if m.step_log_point else "") + " |"
-        for m in CENSUS if m.step_log_key)
-    ages = "\n".join(f"| `{m.step_log_age_key}` | seconds since `{m.name}` was read |"
-                     for m in CENSUS if m.step_log_age_key)
-    flags = "\n".join(f"| `{gauge_flag_key(stat)}` | true once `{stat}.freed` has moved |"
-                      for stat in ALLOCATOR_STATS)
-    return f"""## Step-log keys
-
-`yeto_otel.add_census_to_step_log(record)` with `YETO_DILOCO_HOST_MEM_CENSUS=1` adds these keys
-on sync rank 0 (values in the metric's unit; a source that failed is left out). It takes the
-latest values and never waits on the training thread: the /proc and cgroup files it reads cost
-the same at any size; a smaps_rollup read that is due runs on a background thread of the
-process, and the allocator's keys are the answer of its last finished query (a new one starts
-without waiting). So the first records of a process may lack the private-dirty and allocator
-keys, until the first read and query have finished:
-
-| key | value of |
-|---|---|
-{step_keys}
-
-Values read within a CPU budget carry their age beside them (seconds, to the millisecond): the
-record's value was read that long before the record was made. `yeto-otel report` draws such a
-value once per read, at the step it was read:
-
-| key | value |
-|---|---|
-{ages}
-
-For each allocator stat the record also says whether its `.current` is trusted as a gauge:
-
-| key | value |
-|---|---|
-{flags}
-"""
-
-
 def metrics_md() -> str:
     return "".join(section() for section in (
         _metrics_intro, _process_section, _semconv_section, _node_section, _cgroup_section,
         _allocator_section,
-        _errors_section, _resume_section, _prometheus_section, _step_log_section))
+        _errors_section, _resume_section, _prometheus_section, step_log_section))
 
 
 def settings_md() -> str:

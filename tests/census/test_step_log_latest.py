@@ -84,7 +84,7 @@ def test_a_due_smaps_rollup_read_is_not_done_on_the_training_thread(slow_read):
     # An unlimited budget: a read is due on every call.
     settings = Settings(step_log_census=True, host_allocator="none",
                         smaps_budget_percent=math.inf)
-    reader = _step_log._census_reader(settings)
+    reader, _ = _step_log._census_reader(settings)
     reader.smaps_rollup_read = slow_read
     record, took = timed(lambda: add_census_to_step_log({}, rank=0, settings=settings))
     assert took < QUICK_S, f"the step waited {took:.2f} s for the smaps_rollup read"
@@ -107,7 +107,7 @@ def test_a_read_that_is_not_due_is_not_started():
     """Within its budget the step log hands nothing over: the last sample, with its age."""
     settings = Settings(step_log_census=True, host_allocator="none",
                         smaps_budget_percent=1e-7)  # the next read is hours away
-    reader = _step_log._census_reader(settings)
+    reader, _ = _step_log._census_reader(settings)
     first = poll(lambda: add_census_to_step_log({}, rank=0, settings=settings),
                  lambda r: PRIVATE_DIRTY.step_log_key in r)
     reads = reader.smaps_rollup.reads

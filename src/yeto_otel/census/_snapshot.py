@@ -11,6 +11,12 @@ A reader made with `wait=False` (the step log's, on the training thread) never w
 slow source: a smaps_rollup read that is due runs on the background reader, and the
 allocator is answered by its last finished query (a new one starts on the query thread). Its
 snapshot carries the latest values, the smaps_rollup ones with their age as always.
+
+A reader made with `shared_refresh_s` (the step log's: 1 s) reads the sources that are not the
+process's own (the node's /proc/meminfo, the memory cgroup's files, the host allocator) at most
+that often and carries their last values, with their age, in between: together they cost about
+a hundred microseconds (eight files), a few percent of a step of a few milliseconds, and none
+of them is the step's own. /proc/self/status, the rank's own memory, is read on every take.
 """
 
 from __future__ import annotations
@@ -80,9 +86,13 @@ class CensusReader:
                  semconv: bool = True,
                  smaps_budget_percent: float = Settings.smaps_budget_percent,
                  clock: Clock = time.monotonic_ns, node_duty: NodeDuty | None = None,
-                 cgroup: CgroupCensus | None = None, wait: bool = True):
+                 cgroup: CgroupCensus | None = None, wait: bool = True,
+                 shared_refresh_s: float = 0.0):
         self.allocator = allocator
         self.wait = wait
+        self.clock = clock
+        self._shared_refresh_ns = int(shared_refresh_s * 1e9)
+        self._shared: _SharedRead | None = None
         self.cgroup = cgroup
         self.node_metrics = node_metrics
         self.node_duty = node_duty
@@ -123,7 +133,7 @@ class CensusReader:
     @classmethod
     def from_settings(cls, settings: Settings, *, node_metrics: bool | None = None,
                       proc_root: str = "/proc", cgroup_elected: bool = True,
-                      wait: bool = True) -> "CensusReader":
+                      wait: bool = True, shared_refresh_s: float = 0.0) -> "CensusReader":
         """The reader for these settings: the allocator `YETO_OTEL_HOST_ALLOCATOR` names (a bad
         one raises `SettingsError` now), node metrics as `YETO_OTEL_NODE_METRICS` decides
         unless `node_metrics` says otherwise, the semantic-conventions names as
@@ -136,7 +146,8 @@ class CensusReader:
                      proc_root=proc_root, semconv=settings.semconv_metrics,
                      smaps_budget_percent=settings.smaps_budget_percent,
                      cgroup=CgroupCensus(elected=cgroup_elected, proc_root=proc_root,
-                                         lock_dir=settings.lock_dir), wait=wait)
+                                         lock_dir=settings.lock_dir), wait=wait,
+                     shared_refresh_s=shared_refresh_s)
         if node_metrics is None and settings.node_metrics == "auto":
             reader.node_duty = NodeDuty(node_duty_key(proc_root), fallback=settings.node_fallback,
                                         directory=settings.lock_dir, ledger=reader.ledger)
@@ -165,24 +176,39 @@ class CensusReader:
     def take(self) -> CensusSnapshot:
         values: dict[str, Quantity] = {}
         ages: dict[str, int] = {}
-        for source, (proc_file, wanted) in self._files.items():
-            if source is Source.MEMINFO and self.node_duty is not None \
-                    and not self.node_duty.held():
-                continue  # another process of the host observes the node now
-            self._read_proc(source, proc_file, wanted, values)
-        labelled: dict[str, dict[str, Quantity]] = {}
-        if self.cgroup is not None:
-            self.cgroup.take(values, labelled, self.ledger)
-        # Last, after every read that lets go of the GIL: a read or query handed to another
-        # thread here would take the GIL at this caller's next such read, and the caller
-        # would wait for it. smaps_rollup last of all: its walk holds the process's memory
-        # map, and a thread start (its stack is mapped) waits for the walk of a whole mapping
-        # (80 ms behind a 4 GiB one, measured for the step log's first call).
-        if self.allocator is not None:
-            self._read_allocator(values)
+        own = self._files.get(Source.STATUS)
+        if own is not None:
+            self._read_proc(Source.STATUS, *own, values)
+        now = self.clock()
+        shared = self._shared
+        if shared is None or now - shared.taken_ns >= self._shared_refresh_ns:
+            shared = self._shared = self._read_shared(now)
+        values.update(shared.values)
+        labelled = dict(shared.labelled)
+        if self._shared_refresh_ns:  # kept between reads: say how old
+            age = now - shared.taken_ns
+            ages.update(dict.fromkeys((*shared.values, *shared.labelled), age))
+        # smaps_rollup last of all: its walk holds the process's memory map, and a thread
+        # start (its stack is mapped) waits for the walk of a whole mapping (80 ms behind a
+        # 4 GiB one, measured for the step log's first call).
         if self._smaps is not None:
             self._take_smaps_rollup(self._smaps, values, ages)
         return CensusSnapshot(time.time_ns(), values, ages, labelled)
+
+    def _read_shared(self, now: int) -> "_SharedRead":
+        """The node's, the memory cgroup's and the allocator's values, read now."""
+        values: dict[str, Quantity] = {}
+        labelled: dict[str, dict[str, Quantity]] = {}
+        meminfo = self._files.get(Source.MEMINFO)
+        if meminfo is not None and (self.node_duty is None or self.node_duty.held()):
+            self._read_proc(Source.MEMINFO, *meminfo, values)  # else another process has it
+        if self.cgroup is not None:
+            self.cgroup.take(values, labelled, self.ledger)
+        # Last, after every read that lets go of the GIL: a query handed to another thread
+        # here would take the GIL at this caller's next such read, and the caller would wait.
+        if self.allocator is not None:
+            self._read_allocator(values)
+        return _SharedRead(now, values, labelled)
 
     def _take_smaps_rollup(self, smaps: BudgetedRead, values: dict[str, Quantity],
                            ages: dict[str, int]) -> None:
@@ -260,6 +286,15 @@ class CensusReader:
             self.cgroup.close()
         if self.node_duty is not None:
             self.node_duty.close()  # another process takes the node over at its next collection
+
+
+@dataclass(frozen=True)
+class _SharedRead:
+    """The values of the sources that are not the process's own, as of one read."""
+
+    taken_ns: int  # the reader's clock when they were read
+    values: dict[str, Quantity]
+    labelled: dict[str, dict[str, Quantity]]
 
 
 _Fields = tuple[dict[str, int], str]  # the values found, and what was wrong ("" if nothing)

@@ -23,7 +23,24 @@ from ._table import ALLOCATOR_STATS, CENSUS, allocator_metric, gauge_flag_key
 
 __all__ = ["add_census_to_step_log"]
 
+# How often the step log reads the sources that are not the rank's own (the node, its memory
+# cgroup, the host allocator): about a hundred microseconds together, too much for every step
+# of a few milliseconds, and none of them is the step's own. Their age is in the record.
+SHARED_REFRESH_S = 1.0
+# (metric name, step-log key, the point of a row with many, age key), in table order.
+_ROWS = tuple((m.name, m.step_log_key, m.step_log_point, m.step_log_age_key)
+              for m in CENSUS if m.step_log_key)
+_GAUGE_FLAGS = tuple((allocator_metric(stat, "current").name, gauge_flag_key(stat))
+                     for stat in ALLOCATOR_STATS)
+
+
+def _rows_of(reader: CensusReader) -> tuple:
+    """The step-log rows this reader can fill (not the allocator's when it has none, ...)."""
+    names = {m.name for m in reader.metrics}
+    return tuple(row for row in _ROWS if row[0] in names)
+
 _reader: CensusReader | None = None
+_reader_rows: tuple = _ROWS
 _reader_choice: tuple[str, int] | None = None
 _lock = threading.Lock()
 
@@ -42,8 +59,9 @@ def _sync_rank(rank: int | None, settings: Settings) -> int:
     return settings.rank if settings.rank is not None else 0
 
 
-def _census_reader(settings: Settings) -> CensusReader:
-    global _reader, _reader_choice
+def _census_reader(settings: Settings) -> tuple[CensusReader, tuple]:
+    """The step log's reader for these settings, and its rows."""
+    global _reader, _reader_rows, _reader_choice
     choice = (settings.host_allocator, settings.allocator_timeout_ms,
               settings.smaps_budget_percent)
     with _lock:
@@ -52,7 +70,8 @@ def _census_reader(settings: Settings) -> CensusReader:
                 # The step log is rank 0's own record: its cgroup is read whether or not this
                 # process is the one elected to export it.
                 _reader = CensusReader.from_settings(settings, node_metrics=True,
-                                                     cgroup_elected=False, wait=False)
+                                                     cgroup_elected=False, wait=False,
+                                                     shared_refresh_s=SHARED_REFRESH_S)
             except SettingsError as exc:
                 # Under opentelemetry-instrument the distro refused this at start. A trainer
                 # started without it keeps its step log: the rest of the census, with the
@@ -60,9 +79,11 @@ def _census_reader(settings: Settings) -> CensusReader:
                 _reader = CensusReader(allocator=unresolved_allocator(settings.host_allocator,
                                                                       exc), node_metrics=True,
                                        smaps_budget_percent=settings.smaps_budget_percent,
-                                       cgroup=CgroupCensus(elected=False), wait=False)
+                                       cgroup=CgroupCensus(elected=False), wait=False,
+                                       shared_refresh_s=SHARED_REFRESH_S)
+            _reader_rows = _rows_of(_reader)
             _reader_choice = choice
-        return _reader
+        return _reader, _reader_rows
 
 
 def add_census_to_step_log(record: dict, *, rank: int | None = None,
@@ -88,23 +109,24 @@ def add_census_to_step_log(record: dict, *, rank: int | None = None,
         settings = current_settings()
     if not settings.step_log_census or _sync_rank(rank, settings) != 0:
         return record
-    return _add_snapshot(record, _census_reader(settings).take())
+    reader, rows = _census_reader(settings)
+    return _add_snapshot(record, reader.take(), rows)
 
 
-def _add_snapshot(record: dict, snapshot: CensusSnapshot) -> dict:
+def _add_snapshot(record: dict, snapshot: CensusSnapshot, rows: tuple = _ROWS) -> dict:
     """The snapshot's step-log keys into `record`. (benchmarks/step_log_latency.py gives it a
     snapshot of a reader that waits, the step log's old way, as the anchor.)"""
-    for m in CENSUS:
-        quantity = snapshot.get(m.name) if m.step_log_key else None
-        if m.step_log_point:  # one point of a row with many (the cgroup's oom_kill count)
-            quantity = snapshot.labelled.get(m.name, {}).get(m.step_log_point)
+    values, labelled, ages = snapshot.values, snapshot.labelled, snapshot.ages_ns
+    for name, key, point, age_key in rows:
+        # One point of a row with many (the cgroup's oom_kill count), or the row's value.
+        quantity = labelled.get(name, {}).get(point) if point else values.get(name)
         if quantity is not None:
-            record[m.step_log_key] = quantity.value
-            age_ns = snapshot.ages_ns.get(m.name)
-            if m.step_log_age_key and age_ns is not None:
-                record[m.step_log_age_key] = round(age_ns / 1e9, 3)
-    for stat in ALLOCATOR_STATS:
-        current = snapshot.get(allocator_metric(stat, "current").name)
+            record[key] = quantity.value
+            age_ns = ages.get(name)
+            if age_key and age_ns is not None:
+                record[age_key] = round(age_ns / 1e9, 3)
+    for name, flag_key in _GAUGE_FLAGS:
+        current = values.get(name)
         if current is not None:
-            record[gauge_flag_key(stat)] = current.kind is Kind.GAUGE
+            record[flag_key] = current.kind is Kind.GAUGE
     return record

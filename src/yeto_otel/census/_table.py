@@ -93,8 +93,8 @@ class CensusMetric:
     step_log_key: str  # "" for a row the step log does not carry
     node: bool = False  # observed once per host, not once per rank
     semconv: bool = False  # an OpenTelemetry semantic-conventions name (a setting turns it off)
-    # A row read within a CPU budget (its last value is exported between reads): the step-log
-    # key of that value's age in seconds.
+    # A row whose step-log value may come from an earlier read (within a CPU budget, or a
+    # source the step log reads at most once a second): the step-log key of its age, seconds.
     step_log_age_key: str = ""
     # One point per value of this attribute (an event, a pressure level), not one point.
     attribute: str = ""
@@ -140,15 +140,22 @@ SMAPS_ROLLUP_AGE = CensusMetric(
     "YETO_OTEL_SMAPS_BUDGET, so between reads this rises while the value stays the last one "
     "read, and falls at each new read. Observed whenever those values are. Subtract it from "
     "the collection's time to place a value at the time it was read.", "", sample_age=True)
+# The step log reads the sources that are not the rank's own (the node, its memory cgroup, the
+# host allocator) at most once a second (census `_snapshot`): the age of their values in it.
+NODE_AGE_KEY = "host_mem.node_age_seconds"
+CGROUP_AGE_KEY = "host_mem.cgroup_age_seconds"
+ALLOCATOR_AGE_KEY = "host_mem.host_alloc_age_seconds"
+
 NODE_AVAILABLE = CensusMetric(
     "yeto.node.memory.available", Source.MEMINFO, "MemAvailable", Kind.GAUGE, "By",
     "The kernel's estimate of memory available for new work without swapping (free plus "
     "reclaimable cache). Observed by one process per host.",
-    "host_mem.node_mem_available_bytes", node=True)
+    "host_mem.node_mem_available_bytes", node=True, step_log_age_key=NODE_AGE_KEY)
 NODE_ANON_PAGES = CensusMetric(
     "yeto.node.memory.anon_pages", Source.MEMINFO, "AnonPages", Kind.GAUGE, "By",
     "Anonymous pages mapped by all processes on the host: the node-wide signal for leak "
-    "alerts. Observed by one process per host.", "host_mem.node_anon_pages_bytes", node=True)
+    "alerts. Observed by one process per host.", "host_mem.node_anon_pages_bytes", node=True,
+    step_log_age_key=NODE_AGE_KEY)
 
 # The OpenTelemetry semantic conventions' process memory metrics (release candidate), beside
 # ours so stock dashboards and the collector's process scraper (which reads the same two kernel
@@ -176,8 +183,9 @@ _V1_V2 = "v2 `{v2}`, v1 `{v1}`."
 
 def _cgroup(name: str, kind: Kind, unit: str, description: str, step_log_key: str = "",
             **extra) -> CensusMetric:
+    age_key = CGROUP_AGE_KEY if step_log_key else ""
     return CensusMetric(f"yeto.cgroup.memory.{name}", Source.CGROUP, name, kind, unit,
-                        description, step_log_key, **extra)
+                        description, step_log_key, step_log_age_key=age_key, **extra)
 
 
 CGROUP_USAGE = _cgroup(
@@ -275,12 +283,13 @@ def _allocator_metrics() -> tuple[CensusMetric, ...]:
             rows.append(CensusMetric(
                 f"{ALLOCATOR_PREFIX}{stat}.{field}", Source.ALLOCATOR, f"{stat}.{field}", kind,
                 unit, f"Accelerator host allocator: {what}, {when.format(stat=stat)}",
-                f"{STEP_LOG_ALLOCATOR_PREFIX}{stat}.{field}"))
+                f"{STEP_LOG_ALLOCATOR_PREFIX}{stat}.{field}",
+                step_log_age_key=ALLOCATOR_AGE_KEY))
     for counter, description in ALLOCATOR_COUNTERS.items():
         rows.append(CensusMetric(
             f"{ALLOCATOR_PREFIX}{counter}", Source.ALLOCATOR, counter, Kind.RUNNING_TOTAL,
             "{call}", f"Accelerator host allocator: {description}",
-            f"{STEP_LOG_ALLOCATOR_PREFIX}{counter}"))
+            f"{STEP_LOG_ALLOCATOR_PREFIX}{counter}", step_log_age_key=ALLOCATOR_AGE_KEY))
     return tuple(rows)
 
 

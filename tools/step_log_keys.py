@@ -1,0 +1,67 @@
+"""The step-log keys section of docs/metrics.md (`python -m tools.reference`), from the census
+table: each key, the values it carries the age of, and the allocator's gauge flags."""
+
+from __future__ import annotations
+
+import os
+
+from yeto_otel.census import ALLOCATOR_STATS, CENSUS, gauge_flag_key
+
+__all__ = ["step_log_section"]
+
+
+def _key_list(keys: list[str]) -> str:
+    """A few keys by name; many (the allocator's) by their common prefix."""
+    if len(keys) <= 5:
+        return ", ".join(keys)
+    return f"every {os.path.commonprefix(keys)}*` key"
+
+
+def step_log_section() -> str:
+    """The step-log keys."""
+    step_keys = "\n".join(
+        f"| `{m.step_log_key}` | `{m.name}`"
+        + (f" (the point `{m.attribute}={m.step_log_point}`)" if m.step_log_point else "") + " |"
+        for m in CENSUS if m.step_log_key)
+    read_by_age_key: dict[str, list[str]] = {}
+    for m in CENSUS:
+        if m.step_log_age_key:
+            read_by_age_key.setdefault(m.step_log_age_key, []).append(f"`{m.step_log_key}`")
+    ages = "\n".join(f"| `{key}` | seconds since {_key_list(keys)} "
+                     f"{'were' if 1 < len(keys) <= 5 else 'was'} read |"
+                     for key, keys in read_by_age_key.items())
+    flags = "\n".join(f"| `{gauge_flag_key(stat)}` | true once `{stat}.freed` has moved |"
+                      for stat in ALLOCATOR_STATS)
+    return f"""## Step-log keys
+
+`yeto_otel.add_census_to_step_log(record)` with `YETO_DILOCO_HOST_MEM_CENSUS=1` adds these keys
+on sync rank 0 (values in the metric's unit; a source that failed is left out). It takes the
+latest values and never waits on the training thread: the /proc and cgroup files it reads cost
+the same at any size; a smaps_rollup read that is due runs on a background thread of the
+process, and the allocator's keys are the answer of its last finished query (a new one starts
+without waiting). So the first records of a process may lack the private-dirty and allocator
+keys, until the first read and query have finished. The rank's own memory (`/proc/self/status`)
+is read for every record; the node's, the memory cgroup's and the allocator's values are read
+at most once a second (eight files: about a hundred microseconds, a few percent of a step of a
+few milliseconds) and carried, with their age, in between:
+
+| key | value of |
+|---|---|
+{step_keys}
+
+Values that may come from an earlier read (smaps_rollup within its CPU budget; the node,
+the memory cgroup and the allocator once a second) carry their age beside them (seconds, to
+the millisecond): the
+record's value was read that long before the record was made. `yeto-otel report` draws such a
+value once per read, at the step it was read:
+
+| key | value |
+|---|---|
+{ages}
+
+For each allocator stat the record also says whether its `.current` is trusted as a gauge:
+
+| key | value |
+|---|---|
+{flags}
+"""
