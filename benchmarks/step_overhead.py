@@ -7,7 +7,8 @@ Run by hand (not a test):
     python benchmarks/step_overhead.py                       # ~15 min here
     python benchmarks/step_overhead.py --rounds 2 --steps 200 --workloads mlp
 
-Workloads (CPU, gloo, OMP/torch threads 1 per rank):
+Workloads (CPU, gloo, OMP/torch threads 1 per rank, each rank and its DataLoader workers pinned
+to a CPU of their own):
 
 * transformer   torchrun, 2 ranks: a 2-layer transformer encoder in DDP, a DataLoader with
                 2 workers (`benchmarks/steps/ddp_trainer.py`); tens of milliseconds a step.

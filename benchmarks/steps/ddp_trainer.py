@@ -16,7 +16,7 @@ import torch.distributed as dist
 from torch.utils.data import DataLoader, Dataset
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from steps.measure import StepClock  # noqa: E402
+from steps.measure import StepClock, pin_to_local_rank  # noqa: E402
 
 WARMUP = 30
 
@@ -53,6 +53,7 @@ class Pool(torch.nn.Module):
 def main() -> None:
     workload, steps, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     step_log = len(sys.argv) > 4 and sys.argv[4] == "step-log"
+    pin_to_local_rank()
     torch.set_num_threads(1)
     dist.init_process_group("gloo")
     rank = dist.get_rank()

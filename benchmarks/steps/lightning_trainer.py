@@ -12,7 +12,7 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from steps.measure import StepClock  # noqa: E402
+from steps.measure import StepClock, pin_to_local_rank  # noqa: E402
 
 WARMUP = 30
 
@@ -48,6 +48,7 @@ class Mlp(pl.LightningModule):
 
 if __name__ == "__main__":
     steps, out = int(sys.argv[1]), sys.argv[2]
+    pin_to_local_rank()  # rank 1, which Lightning starts with LOCAL_RANK=1, on the other CPU
     torch.set_num_threads(1)
     data = TensorDataset(torch.randn(steps * 32, 64), torch.randn(steps * 32, 1))
     trainer = pl.Trainer(accelerator="cpu", devices=2, strategy="ddp", max_steps=steps,
