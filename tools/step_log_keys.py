@@ -40,18 +40,18 @@ latest values and never waits on the training thread: the /proc and cgroup files
 the same at any size; a smaps_rollup read that is due runs on a background thread of the
 process, and the allocator's keys are the answer of its last finished query (a new one starts
 without waiting). So the first records of a process may lack the private-dirty and allocator
-keys, until the first read and query have finished. The rank's own memory (`/proc/self/status`)
-is read for every record; the node's, the memory cgroup's and the allocator's values are read
-at most once a second (eight files: about a hundred microseconds, a few percent of a step of a
-few milliseconds) and carried, with their age, in between:
+keys, until the first read and query have finished. A step can take a few milliseconds, so
+the step log reads within a time budget: the rank's own memory (`/proc/self/status`, ~10 µs)
+at most every 50 ms (for every step of 50 ms or more), the node's, the memory cgroup's and the
+allocator's values (eight files and a query, ~100 µs) at most once a second; in between a record
+carries the last values read, with their age. A record whose reads are not due costs a few
+microseconds:
 
 | key | value of |
 |---|---|
 {step_keys}
 
-Values that may come from an earlier read (smaps_rollup within its CPU budget; the node,
-the memory cgroup and the allocator once a second) carry their age beside them (seconds, to
-the millisecond): the
+Each group of values carries its age beside it (seconds, to the millisecond): the
 record's value was read that long before the record was made. `yeto-otel report` draws such a
 value once per read, at the step it was read:
 

@@ -156,6 +156,7 @@ def test_the_step_log_abandons_a_stuck_allocator_past_its_bound(monkeypatch, stu
     monkeypatch.setattr(_step_log, "_reader", None)
     monkeypatch.setattr(_step_log, "_reader_choice", None)
     monkeypatch.setattr(_step_log, "SHARED_REFRESH_S", 0.0)  # the allocator asked every record
+    monkeypatch.setattr(_step_log, "_OWN_REFRESH_NS", 0)
     monkeypatch.setattr("yeto_otel.census._allocator._auto_stats", stuck)
     settings = Settings(step_log_census=True, host_allocator="auto",
                         allocator_timeout_ms=TIMEOUT_MS)
@@ -186,6 +187,7 @@ def test_the_step_log_skips_an_allocator_that_cannot_be_resolved(monkeypatch, ca
     monkeypatch.setattr(_step_log, "_reader", None)
     monkeypatch.setattr(_step_log, "_reader_choice", None)
     monkeypatch.setattr(_step_log, "SHARED_REFRESH_S", 0.0)  # the allocator asked every record
+    monkeypatch.setattr(_step_log, "_OWN_REFRESH_NS", 0)
     settings = Settings(step_log_census=True, host_allocator=choice)
     for step in range(3):
         record = add_census_to_step_log({"step": step}, rank=0, settings=settings)

@@ -74,3 +74,34 @@ def test_the_step_log_carries_the_age_of_the_node_and_cgroup_values(monkeypatch)
     assert 0 <= again["host_mem.node_age_seconds"] < _step_log.SHARED_REFRESH_S
     if "host_mem.cgroup_usage_bytes" in record:  # a readable memory cgroup on this machine
         assert again["host_mem.cgroup_age_seconds"] == again["host_mem.node_age_seconds"]
+
+
+class FakeTime:
+    def __init__(self):
+        self.now = 10 * SECOND
+
+    def monotonic_ns(self) -> int:
+        return self.now
+
+
+def test_a_record_whose_reads_are_not_due_reads_nothing_and_says_how_old(monkeypatch):
+    from yeto_otel.census import Source
+
+    fake = FakeTime()
+    monkeypatch.setattr(_step_log, "time", fake)
+    monkeypatch.setattr(_step_log, "_reader", None)
+    monkeypatch.setattr(_step_log, "_reader_choice", None)
+    monkeypatch.setattr(_step_log, "_last", None)
+    settings = Settings(step_log_census=True, host_allocator="none", smaps_budget_percent=0)
+    first = add_census_to_step_log({}, rank=0, settings=settings)
+    status = _step_log._reader.proc_files[Source.STATUS]
+    reads = status.reads
+    assert first["host_mem.process_age_seconds"] == 0.0
+    fake.now += SECOND // 100  # 10 ms: a step later
+    second = add_census_to_step_log({}, rank=0, settings=settings)
+    assert status.reads == reads  # nothing read
+    assert second["host_mem.process_age_seconds"] == 0.01
+    assert second["host_mem.anonymous_bytes"] == first["host_mem.anonymous_bytes"]
+    fake.now += int(_step_log.OWN_REFRESH_S * SECOND)
+    third = add_census_to_step_log({}, rank=0, settings=settings)
+    assert status.reads == reads + 1 and third["host_mem.process_age_seconds"] == 0.0

@@ -109,22 +109,30 @@ class CensusMetric:
         return INSTRUMENT_FOR_KIND[self.kind]
 
 
+# The step log reads the rank's own memory at most every 50 ms and the sources that are not
+# the rank's own (the node, its memory cgroup, the host allocator) at most once a second
+# (census `_step_log`): the age of their values in it.
+PROCESS_AGE_KEY = "host_mem.process_age_seconds"
+NODE_AGE_KEY = "host_mem.node_age_seconds"
+CGROUP_AGE_KEY = "host_mem.cgroup_age_seconds"
+ALLOCATOR_AGE_KEY = "host_mem.host_alloc_age_seconds"
+
 # The process and node rows by name, so code that needs one row (a chart, a dashboard
 # panel, a demo line) takes it from here instead of spelling the metric name.
 RSS = CensusMetric(
     "yeto.process.memory.rss", Source.STATUS, "VmRSS", Kind.GAUGE, "By",
     "Resident set size of this rank's process: anonymous, file-backed and shared pages now in "
-    "RAM.", "host_mem.vm_rss_bytes")
+    "RAM.", "host_mem.vm_rss_bytes", step_log_age_key=PROCESS_AGE_KEY)
 RSS_PEAK = CensusMetric(
     "yeto.process.memory.rss_peak", Source.STATUS, "VmHWM", Kind.HIGH_WATER_MARK, "By",
     "Largest resident set size this process has had (high-water mark).",
-    "host_mem.vm_hwm_bytes")
+    "host_mem.vm_hwm_bytes", step_log_age_key=PROCESS_AGE_KEY)
 ANONYMOUS = CensusMetric(
     "yeto.process.memory.anonymous", Source.STATUS, "RssAnon", Kind.GAUGE, "By",
     "Anonymous pages resident in this process (heap, tensors read into memory, copy-on-write "
     "copies of mapped files; not shared anonymous memory, which the kernel counts as shmem). "
     "What a leak grows. The kernel's counter: fresh on every collection at any size.",
-    "host_mem.anonymous_bytes")
+    "host_mem.anonymous_bytes", step_log_age_key=PROCESS_AGE_KEY)
 PRIVATE_DIRTY = CensusMetric(
     "yeto.process.memory.private_dirty", Source.SMAPS_ROLLUP, "Private_Dirty", Kind.GAUGE, "By",
     "Pages only this process maps that it has written: memory that cannot be dropped or "
@@ -140,12 +148,6 @@ SMAPS_ROLLUP_AGE = CensusMetric(
     "YETO_OTEL_SMAPS_BUDGET, so between reads this rises while the value stays the last one "
     "read, and falls at each new read. Observed whenever those values are. Subtract it from "
     "the collection's time to place a value at the time it was read.", "", sample_age=True)
-# The step log reads the sources that are not the rank's own (the node, its memory cgroup, the
-# host allocator) at most once a second (census `_snapshot`): the age of their values in it.
-NODE_AGE_KEY = "host_mem.node_age_seconds"
-CGROUP_AGE_KEY = "host_mem.cgroup_age_seconds"
-ALLOCATOR_AGE_KEY = "host_mem.host_alloc_age_seconds"
-
 NODE_AVAILABLE = CensusMetric(
     "yeto.node.memory.available", Source.MEMINFO, "MemAvailable", Kind.GAUGE, "By",
     "The kernel's estimate of memory available for new work without swapping (free plus "
