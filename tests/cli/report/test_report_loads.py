@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import calendar
 import json
+import re
 import warnings
 from pathlib import Path
 
@@ -20,7 +21,8 @@ from repo_paths import FIXTURES
 
 from yeto_otel import names
 from yeto_otel.cli.report import Roster, build_html, charts, load_telemetry
-from yeto_otel.otel import RANK_ATTRIBUTE, JsonLinesWriter, local_file_stem
+from yeto_otel.cli.report._restart_chart import _labels
+from yeto_otel.otel import RANK_ATTRIBUTE, JsonLinesWriter, Span, local_file_stem
 from yeto_otel.units import format_bytes
 
 RANK = "h/rank-0"
@@ -123,7 +125,10 @@ def test_loads_stand_beside_the_restart_with_their_own_bars(figures):
     # the restart and one group per outermost load, in time order; the restart's own
     # torch.load (under yeto.resume.anchors.load) is part of the restart
     labels = list(fig.layout.xaxis.categoryarray)
-    kinds = [label.rsplit(" ", 1)[-1] for label in labels]
+    # "<rank><br><time> <kind>", with " #2" after a label that two loads in one millisecond
+    # would share
+    kinds = [re.sub(r" #\d+$", "", label.split("<br>", 1)[1].split(" ", 1)[1])
+             for label in labels]
     assert kinds == ["mmap", ST_FILE, ST_OPEN, TORCH, TORCH, DCP_SAVE, DCP], labels
     assert {group for group, _ in bars} == {RESTART, ST_FILE, ST_OPEN, TORCH, DCP_SAVE, DCP}
     # every kind in its legend group, titled with its span name; a measure keeps its slot
@@ -236,3 +241,16 @@ def test_a_load_with_no_numbers_is_a_group_without_bars_and_says_why(tmp_path):
         TORCH, ST_FILE]
     assert [(t.legendgroup, t.offsetgroup) for t in fig.data] == [(ST_FILE, "size")]
     assert f"residency not measured: {error}" in fig.data[0].hovertext[0]
+
+
+def test_two_loads_in_one_millisecond_get_labels_of_their_own():
+    def load(start_ns: int) -> Span:
+        return Span(resource={}, scope="", name=TORCH, trace_id="t", span_id=str(start_ns),
+                    parent_span_id="", start_ns=start_ns, end_ns=start_ns + 1, attributes={})
+
+    same_ms = 1_796_398_111_729_000_000
+    labels = _labels([("rank 0", load(same_ms)), ("rank 0", load(same_ms + 300_000)),
+                      ("rank 0", load(same_ms + 600_000)), ("rank 1", load(same_ms))])
+    assert len(set(labels)) == 4, labels
+    assert labels[1] == f"{labels[0]} #2" and labels[2] == f"{labels[0]} #3", labels
+    assert labels[3].startswith("rank 1<br>") and labels[3].endswith(TORCH), labels
