@@ -28,9 +28,10 @@ ratio still moves by a few percent from phase to phase here, so the benchmark al
 what the telemetry costs directly, which does not depend on the machine's drift: the CPU time
 of every other thread of the process during the phase (`/proc/self/task/*/schedstat`: the
 export threads, the census's background reader; on one CPU, each of their nanoseconds is one
-the training thread did not run), and the time of each `add_census_to_step_log` call on the
-training thread. Their sum over the phase's steps is the cost per step: `cost` below, as a
-share of the off phase's median step.
+the training thread did not run), and the CPU time of each `add_census_to_step_log` call on
+the training thread (`time.thread_time`, whose own two calls add ~3 µs a step here). Their
+sum over the phase's steps is the cost per step: `cost` below, as a share of the off phase's
+median step.
 """
 
 from __future__ import annotations
@@ -130,10 +131,10 @@ def phase(workload, variant: str, seconds: float, directory: str) -> tuple[float
             loss.backward()
             optimizer.step()
             record = {"step": len(steps), "loss": float(loss.detach())}
-            if step_log:
-                logged = time.perf_counter()
+            if step_log:  # its CPU: a wait for the GIL another thread holds is theirs
+                logged = time.thread_time()
                 add_census_to_step_log(record, rank=0, settings=STEP_LOG)
-                logging_s += time.perf_counter() - logged
+                logging_s += time.thread_time() - logged
             steps.append(time.perf_counter() - started)
         background_ns = sum(ns - others.get(tid, 0) for tid, ns in other_threads_cpu_ns().items())
     finally:
