@@ -113,8 +113,10 @@ def other_threads_cpu_ns() -> dict[int, int]:
     return found
 
 
-def phase(workload, variant: str, seconds: float, directory: str) -> tuple[float, float]:
-    """(median step in ms, the telemetry's own cost per step in ms) of one phase."""
+def phase(workload, variant: str, seconds: float,
+          directory: str) -> tuple[float, float, float]:
+    """(median step, other threads' CPU per step, the step log's CPU per step) of one phase,
+    in ms."""
     net, x, y = workload
     optimizer = torch.optim.SGD(net.parameters(), lr=0.001)
     telemetry = None
@@ -140,8 +142,9 @@ def phase(workload, variant: str, seconds: float, directory: str) -> tuple[float
     finally:
         if telemetry is not None:
             telemetry.stop()
-    cost_ms = (background_ns / 1e6 + logging_s * 1000) / len(steps)
-    return statistics.median(steps[len(steps) // 10:]) * 1000, cost_ms  # 1st tenth: warm-up
+    # 1st tenth: warm-up
+    return (statistics.median(steps[len(steps) // 10:]) * 1000,
+            background_ns / 1e6 / len(steps), logging_s * 1000 / len(steps))
 
 
 def measure(workload: str, pairs: int, seconds: float, directory: str) -> dict:
@@ -149,16 +152,22 @@ def measure(workload: str, pairs: int, seconds: float, directory: str) -> dict:
     phase(model, "off", seconds, directory)  # warm-up: allocator, caches, imports
     ratios: dict[str, list[float]] = {v: [] for v in VARIANTS[1:]}
     costs: dict[str, list[float]] = {v: [] for v in VARIANTS}
+    background: dict[str, list[float]] = {v: [] for v in VARIANTS}
+    logging_ms: dict[str, list[float]] = {v: [] for v in VARIANTS}
     medians: dict[str, list[float]] = {v: [] for v in VARIANTS}
     for r in range(pairs):
         order = VARIANTS[r % 3:] + VARIANTS[:r % 3]
         round_ms = {v: phase(model, v, seconds, directory) for v in order}
-        for variant, (ms, cost_ms) in round_ms.items():
+        off_ms = round_ms["off"][0]
+        for variant, (ms, background_ms, log_ms) in round_ms.items():
             medians[variant].append(ms)
-            costs[variant].append(cost_ms / round_ms["off"][0])
+            costs[variant].append((background_ms + log_ms) / off_ms)
+            background[variant].append(background_ms / off_ms)
+            logging_ms[variant].append(log_ms)
             if variant != "off":
-                ratios[variant].append(ms / round_ms["off"][0])
-    return {"medians": medians, "ratios": ratios, "costs": costs}
+                ratios[variant].append(ms / off_ms)
+    return {"medians": medians, "ratios": ratios, "costs": costs, "background": background,
+            "logging_ms": logging_ms}
 
 
 def main() -> int:
@@ -184,6 +193,10 @@ def main() -> int:
                 print(f"  {variant:22} step x off: median {statistics.median(ratios):.4f} "
                       f"(rounds {', '.join(f'{r:.3f}' for r in ratios)}); "
                       f"cost {100 * cost:.3f} % of a step")
+                print(f"  {'':22} of which other threads "
+                      f"{100 * statistics.median(result['background'][variant]):.3f} %, "
+                      f"the step log's call "
+                      f"{1000 * statistics.median(result['logging_ms'][variant]):.1f} µs a step")
     return 0
 
 

@@ -41,11 +41,13 @@ the same at any size; a smaps_rollup read that is due runs on a background threa
 process, and the allocator's keys are the answer of its last finished query (a new one starts
 without waiting). So the first records of a process may lack the private-dirty and allocator
 keys, until the first read and query have finished. A step can take a few milliseconds, so
-the step log reads within a time budget: the rank's own memory (`/proc/self/status`, ~10 µs)
-at most every 50 ms (for every step of 50 ms or more), the node's, the memory cgroup's and the
-allocator's values (eight files and a query, ~100 µs) at most once a second; in between a record
-carries the last values read, with their age. A record whose reads are not due costs a few
-microseconds:
+the step log reads within a time budget: the rank's own memory (`/proc/self/status`) at most
+every 250 ms (for every step of 250 ms or more), the node's, the memory cgroup's and the
+allocator's values (eight files and a query) at most once a second; in between a record carries
+the last values read, with their age. Right after a training step, whose work has flushed the
+CPU's caches, a record whose reads are not due costs ~25 µs (a dict update), one that reads the
+rank's own memory ~0.2 ms and one that reads everything ~0.4 ms (docs/performance.md, "What
+switching it on costs a training step"):
 
 | key | value of |
 |---|---|
