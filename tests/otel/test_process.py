@@ -33,8 +33,17 @@ def undecided(monkeypatch):
     ([PYTHON, "-m", "mypkg.train"], False),
     ([PYTHON, "-c", "import torchrun"], False),
     ([PYTHON], False),
+    # Hugging Face's launcher trains nothing itself; its other subcommands are tools
+    ([PYTHON, "/venv/bin/accelerate", "launch", "--cpu", "train.py"], True),
+    ([PYTHON, "-m", "accelerate.commands.launch", "train.py"], True),
+    ([PYTHON, "-m", "accelerate.commands.accelerate_cli", "launch", "train.py"], True),
+    ([PYTHON, "/venv/bin/accelerate", "env"], False),
+    ([PYTHON, "/venv/bin/accelerate"], False),
+    # DeepSpeed's runner and its per-node launcher
+    ([PYTHON, "/venv/bin/deepspeed", "--num_gpus=8", "train.py"], True),
+    ([PYTHON, "-m", "deepspeed.launcher.launch", "--world_info=e30=", "train.py"], True),
 ])
-def test_launchers_are_torchrun_in_its_three_forms(argv, launcher):
+def test_launchers_are_those_that_train_nothing_themselves(argv, launcher):
     assert is_launcher(argv) is launcher
 
 
@@ -51,6 +60,18 @@ def test_launchers_are_torchrun_in_its_three_forms(argv, launcher):
     # a rank started by a process that reports too (another RANK, or none): a rank
     (Settings(rank=3, identity_owner=(2, 1)), TRAIN, Role.RANK),
     (Settings(rank=3, identity_owner=(None, 1)), TRAIN, Role.RANK),
+    # torchrun is silent whatever it inherits: RANK from a PyTorchJob pod, srun's task id
+    (Settings(rank=0, world_size=2), [PYTHON, "/venv/bin/torchrun", "train.py"], Role.LAUNCHER),
+    (Settings(rank=1, rank_source="slurm"), [PYTHON, "-m", "torch.distributed.run", "t.py"],
+     Role.LAUNCHER),
+    # a rank of Lightning's own launcher, started by its rank 0 before that knew its rank
+    (Settings(rank=1, local_rank=1, rank_source="lightning", identity_owner=(None, 1)), TRAIN,
+     Role.RANK),
+    # beyond node 0 its rank is pending: it reports, and its own children stay silent
+    (Settings(local_rank=1, rank_source="lightning", rank_pending=True,
+              identity_owner=(None, 1)), TRAIN, Role.PROCESS),
+    (Settings(local_rank=1, rank_source="lightning", rank_pending=True,
+              identity_owner=("local-1", 1)), TRAIN, Role.CHILD),
 ])
 def test_classification(settings, argv, role):
     assert _process.classify(settings, pid=os.getpid(), argv=argv) is role
@@ -59,6 +80,7 @@ def test_classification(settings, argv, role):
 @pytest.mark.parametrize("settings, written", [
     (Settings(rank=3), f"3:{os.getpid()}"),
     (Settings(), f"-:{os.getpid()}"),
+    (Settings(local_rank=2, rank_pending=True), f"local-2:{os.getpid()}"),
 ])
 def test_a_reporting_process_records_itself_for_its_children(settings, written):
     assert claim(settings, argv=TRAIN).reports
@@ -109,6 +131,38 @@ def test_a_spawned_process_reads_the_record_it_inherited(owner, role):
             "print(claim(load_settings()).value)")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "YETO_"))}
     env.update(RANK="3", **{IDENTITY_OWNER: owner})
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                            text=True, timeout=60, check=True)
+    assert result.stdout.strip() == role
+
+
+LIGHTNING_CHILD = {"LOCAL_RANK": "1", "NODE_RANK": "0", "WORLD_SIZE": "2"}
+
+
+@pytest.mark.parametrize("launched, owner, role", [
+    # Lightning's rank 1, started by rank 0 (a plain process until its process group exists)
+    (LIGHTNING_CHILD, "-:1", "rank"),
+    # rank 0's own helper: Lightning set LOCAL_RANK=0 in rank 0's environment after its start
+    ({**LIGHTNING_CHILD, "LOCAL_RANK": "0"}, "-:1", "child"),
+    # rank 1's helper
+    (LIGHTNING_CHILD, "1:1", "child"),
+    # the process an `accelerate launch` (a silent launcher: no owner) started
+    ({"ACCELERATE_USE_CPU": "true"}, "", "process"),
+    # the batch step of sbatch: task 0 of no step, a plain process
+    ({"SLURM_JOB_ID": "7", "SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_NTASKS": "1"},
+     "", "process"),
+    # a task of `srun -n 4`
+    ({"SLURM_JOB_ID": "7", "SLURM_STEP_ID": "0", "SLURM_PROCID": "2", "SLURM_LOCALID": "2",
+      "SLURM_NTASKS": "4"}, "", "rank"),
+])
+def test_a_process_a_launcher_started_is_a_rank_when_its_environment_says_so(launched, owner,
+                                                                            role):
+    code = ("from yeto_otel.otel import claim; from yeto_otel.settings import load_settings; "
+            "print(claim(load_settings()).value)")
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("OTEL_", "YETO_", "SLURM_", "OMPI_", "PMI"))
+           and k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "NODE_RANK")}
+    env.update(launched, **{IDENTITY_OWNER: owner})
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                             text=True, timeout=60, check=True)
     assert result.stdout.strip() == role

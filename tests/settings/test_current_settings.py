@@ -32,6 +32,6 @@ def test_a_bad_value_raises_the_same_error_at_every_call(monkeypatch):
 def test_role_inputs_survive_bad_settings():
     """A launcher or a child must learn its role even where other settings are bad."""
     env = {"RANK": "3", "YETO_OTEL_IDENTITY_OWNER": "3:77", "YETO_OTEL_NODE_METRICS": "?"}
-    assert role_inputs(env) == RoleInputs(rank=3, identity_owner=(3, 77))
+    assert role_inputs(env) == RoleInputs(rank=3, identity_owner=(3, 77), rank_source="torch")
     assert role_inputs({"RANK": "x", "YETO_OTEL_IDENTITY_OWNER": "junk"}) == RoleInputs()
     assert isinstance(current_settings(), Settings)

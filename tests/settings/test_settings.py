@@ -165,7 +165,8 @@ def test_reads_the_process_environment(monkeypatch):
     monkeypatch.setenv("YETO_DILOCO_HOST_MEM_CENSUS", "1")
     monkeypatch.setenv("YETO_OTEL_HOST_ALLOCATOR", "none")
     assert load_settings() == Settings(host_allocator="none", node_metrics="on",
-                                       step_log_census=True, rank=5, local_rank=1, world_size=16)
+                                       step_log_census=True, rank=5, local_rank=1, world_size=16,
+                                       rank_source="torch")
 
 
 def test_bad_process_environment_raises(monkeypatch):

@@ -28,7 +28,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from ..settings import Settings, claim_identity
+from ..settings import PENDING_OWNER_PREFIX, Settings, claim_identity
 
 __all__ = ["Role", "claim", "current_role", "is_launcher", "mark_worker", "reporting_pid"]
 
@@ -45,26 +45,54 @@ class Role(str, enum.Enum):
         return self in (Role.RANK, Role.PROCESS, Role.DATALOADER_WORKER)
 
 
-_LAUNCHER_MODULES = ("torch.distributed.run", "torch.distributed.launch")
-_LAUNCHER_SCRIPTS = ("torchrun",)
+# Launchers that train nothing themselves: torchrun (and torch.distributed.launch), DeepSpeed's
+# runner and its per-node launcher, `accelerate launch`. Each runs as the first argument
+# after the interpreter's options: a module after -m, or a script by its file name (the
+# console script); accelerate's only with its `launch` subcommand.
+_LAUNCHER_MODULES = ("torch.distributed.run", "torch.distributed.launch",
+                     "deepspeed.launcher.runner", "deepspeed.launcher.launch",
+                     "accelerate.commands.launch")
+_LAUNCHER_SCRIPTS = ("torchrun", "deepspeed")
+_SUBCOMMAND_LAUNCHERS = {"accelerate": "launch", "accelerate.commands.accelerate_cli": "launch"}
 
 
 def is_launcher(argv: Sequence[str]) -> bool:
-    """Whether this command line (`sys.orig_argv`: the interpreter first) starts torchrun."""
+    """Whether this command line (`sys.orig_argv`: the interpreter first) starts a launcher."""
     args = list(argv[1:])
     while args and args[0].startswith("-") and args[0] != "-m":
         args.pop(0)  # interpreter options such as -u, -X dev
     if len(args) >= 2 and args[0] == "-m":
-        return args[1] in _LAUNCHER_MODULES
-    return bool(args) and os.path.basename(args[0]) in _LAUNCHER_SCRIPTS
+        program, rest = args[1], args[2:]
+        if program in _LAUNCHER_MODULES:
+            return True
+    elif args:
+        program, rest = os.path.basename(args[0]), args[1:]
+        if program in _LAUNCHER_SCRIPTS:
+            return True
+    else:
+        return False
+    subcommand = _SUBCOMMAND_LAUNCHERS.get(program)
+    return subcommand is not None and bool(rest) and rest[0] == subcommand
+
+
+def identity_key(settings: Settings) -> int | str | None:
+    """What a reporting process writes as the owner of its identity: its rank, `local-<L>`
+    while its rank is pending, None for a plain process."""
+    if settings.rank is not None:
+        return settings.rank
+    if settings.rank_pending:
+        return f"{PENDING_OWNER_PREFIX}{settings.local_rank}"
+    return None
 
 
 def classify(settings: Settings, *, pid: int, argv: Sequence[str]) -> Role:
-    owner = settings.identity_owner
-    if owner is not None and owner[0] == settings.rank and owner[1] != pid:
-        return Role.CHILD
-    if settings.rank is None and is_launcher(argv):
+    # A launcher is silent whatever it inherits: a PyTorchJob pod puts RANK=<pod index> in
+    # torchrun's environment, srun puts SLURM_PROCID there.
+    if is_launcher(argv):
         return Role.LAUNCHER
+    owner = settings.identity_owner
+    if owner is not None and owner[0] == identity_key(settings) and owner[1] != pid:
+        return Role.CHILD
     return Role.RANK if settings.rank is not None else Role.PROCESS
 
 
@@ -85,7 +113,7 @@ def claim(settings: Settings, *, argv: Sequence[str] | None = None) -> Role:
     else:
         role = classify(settings, pid=pid, argv=sys.orig_argv if argv is None else argv)
     if role in (Role.RANK, Role.PROCESS):
-        claim_identity(settings.rank, pid)
+        claim_identity(identity_key(settings), pid)
     _decided = (pid, role)
     return role
 

@@ -15,8 +15,8 @@ from ._load import *  # noqa: F403  (the face re-exports each module's __all__)
 from ._otel_variables import *  # noqa: F403
 from ._table import SETTINGS
 from ._values import (ANCHOR_DTYPES, ANCHOR_READAHEAD, HOST_ALLOCATOR_ACCEPTED,
-                      HOST_ALLOCATOR_CHOICES, IDENTITY_OWNER, Setting, SettingsError,
-                      parse_sdk_duration)
+                      HOST_ALLOCATOR_CHOICES, IDENTITY_OWNER, PENDING_OWNER_PREFIX, Setting,
+                      SettingsError, parse_sdk_duration)
 
 __all__ = [
     "ANCHOR_DTYPES",
@@ -24,6 +24,7 @@ __all__ = [
     "HOST_ALLOCATOR_ACCEPTED",
     "HOST_ALLOCATOR_CHOICES",
     "IDENTITY_OWNER",
+    "PENDING_OWNER_PREFIX",
     "SETTINGS",
     "Setting",
     "SettingsError",

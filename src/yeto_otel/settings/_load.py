@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import os
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Mapping
 
+from ._launchers import LaunchPlace, launch_place
 from ._table import SETTINGS
 from ._values import IDENTITY_OWNER, SettingsError
 
@@ -42,7 +43,11 @@ class Settings:
     exit_flush_timeout_ms: int = 3000
     exit_flush_on_signals: bool = False
     worker_load_spans: bool = False
-    identity_owner: tuple[int | None, int] | None = None
+    identity_owner: tuple[int | str | None, int] | None = None
+    # Which launcher's variables named the rank (settings/_launchers.py), and whether the
+    # environment says this is a rank without saying which (torch.distributed will).
+    rank_source: str | None = None
+    rank_pending: bool = False
 
     @property
     def reports_node_metrics(self) -> bool:
@@ -62,20 +67,26 @@ class RoleInputs:
     """What deciding a process's role reads (`yeto_otel.otel.claim`), without the rest."""
 
     rank: int | None = None
-    identity_owner: tuple[int | None, int] | None = None
+    local_rank: int | None = None
+    identity_owner: tuple[int | str | None, int] | None = None
+    rank_source: str | None = None
+    rank_pending: bool = False
 
 
 def role_inputs(environ: Mapping[str, str] | None = None) -> RoleInputs:
-    """RANK and the identity owner, each None where unset or not valid: a process whose other
-    settings are bad must still learn that it is a launcher or a child, which never fail."""
+    """The rank (from the launcher's variables) and the identity owner, each None where unset
+    or not valid: a process whose other settings are bad must still learn that it is a
+    launcher or a child, which never fail."""
     env = os.environ if environ is None else environ
-    values = {}
-    for name, field in (("RANK", "rank"), (IDENTITY_OWNER, "identity_owner")):
-        try:
-            values[field] = parse_setting(name, env.get(name, ""))
-        except SettingsError:
-            values[field] = None
-    return RoleInputs(**values)
+    try:
+        place = launch_place(env)
+    except SettingsError:
+        place = LaunchPlace()
+    try:
+        owner = parse_setting(IDENTITY_OWNER, env.get(IDENTITY_OWNER, ""))
+    except SettingsError:
+        owner = None
+    return RoleInputs(place.rank, place.local_rank, owner, place.source, place.rank_pending)
 
 
 _FIELDS = {
@@ -123,6 +134,11 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         values[_FIELDS[setting.name]] = parse_setting(setting.name, raw)
     settings = Settings(**values)
     _check_rank_in_world(settings)
+    place = launch_place(env)
+    if place.source is not None:  # RANK's own, or another launcher's variables
+        settings = replace(settings, rank=place.rank, local_rank=place.local_rank,
+                           world_size=place.world_size, rank_source=place.source,
+                           rank_pending=place.rank_pending)
     return settings
 
 

@@ -94,11 +94,12 @@ def set_environment_defaults(values: Mapping[str, str], *, override: bool = Fals
             env.setdefault(name, value)
 
 
-def claim_identity(rank: int | None, pid: int, environ: dict | None = None) -> None:
-    """Record in the environment that process `pid` reports under rank `rank`'s identity
-    (children inherit it: see YETO_OTEL_IDENTITY_OWNER)."""
+def claim_identity(key: int | str | None, pid: int, environ: dict | None = None) -> None:
+    """Record in the environment that process `pid` reports under the identity `key` (a rank,
+    `local-<L>` while the rank is pending, None for a plain process); children inherit it:
+    see YETO_OTEL_IDENTITY_OWNER."""
     env = os.environ if environ is None else environ
-    env[IDENTITY_OWNER] = f"{'-' if rank is None else rank}:{pid}"
+    env[IDENTITY_OWNER] = f"{'-' if key is None else key}:{pid}"
 
 
 def apply_otel_defaults(environ: dict | None = None) -> None:

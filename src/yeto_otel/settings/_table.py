@@ -189,7 +189,9 @@ SETTINGS: tuple[Setting, ...] = (
         None,
         f"an integer from 0 to {RANK_LIMIT - 1}, below WORLD_SIZE when that is set",
         "Global rank set by the launcher (torchrun). Becomes the `yeto.rank` resource attribute "
-        "and part of `service.instance.id`.",
+        "and part of `service.instance.id`. Without it, the rank is read from the variables of "
+        "other launchers (OpenMPI, PMIx, PMI, MVAPICH2, a Slurm job step, Lightning's own "
+        "launcher), in the order docs/processes.md gives.",
         parse_rank,
     ),
     Setting(
@@ -213,7 +215,8 @@ SETTINGS: tuple[Setting, ...] = (
         None,
         "set by yeto-otel",
         "Not a setting for people: the process that reports under an identity (a rank) writes "
-        "`<RANK>:<pid>` here, so the children that inherit its environment (spawned DataLoader "
+        "`<RANK>:<pid>` here (`-:<pid>` without a rank, `local-<LOCAL_RANK>:<pid>` while its "
+        "rank is pending), so the children that inherit its environment (spawned DataLoader "
         "workers, multiprocessing helpers) know they are not it and stay silent.",
         parse_identity_owner,
     ),

@@ -130,14 +130,22 @@ def parse_on_off(value: str) -> bool:
 IDENTITY_OWNER = "YETO_OTEL_IDENTITY_OWNER"
 
 
-def parse_identity_owner(value: str) -> tuple[int | None, int] | None:
-    """`<RANK>:<pid>` (`-:<pid>` without RANK): the process that reports under the identity."""
+# A rank whose number is pending (Lightning's launcher beyond node 0) owns its identity under
+# its local rank: `local-<LOCAL_RANK>:<pid>`.
+PENDING_OWNER_PREFIX = "local-"
+
+
+def parse_identity_owner(value: str) -> tuple[int | str | None, int] | None:
+    """`<RANK>:<pid>` (`-:<pid>` without a rank, `local-<LOCAL_RANK>:<pid>` for a rank whose
+    number is pending): the process that reports under the identity, and its key."""
     if value == "":
         return None
-    rank, sep, pid = value.partition(":")
-    if not sep or not pid.isdigit() or not (rank == "-" or rank.isdigit()):
-        raise ValueError("expected <RANK>:<pid> or -:<pid>, as yeto-otel writes it")
-    return (None if rank == "-" else int(rank)), int(pid)
+    key, sep, pid = value.rpartition(":")
+    pending = key.startswith(PENDING_OWNER_PREFIX) and key[len(PENDING_OWNER_PREFIX):].isdigit()
+    if not sep or not pid.isdigit() or not (key == "-" or key.isdigit() or pending):
+        raise ValueError("expected <RANK>:<pid>, -:<pid> or local-<LOCAL_RANK>:<pid>, as "
+                         "yeto-otel writes it")
+    return (None if key == "-" else key if pending else int(key)), int(pid)
 
 
 # How long one host-allocator query may take before it is abandoned for that collection.
