@@ -27,6 +27,29 @@ fi
 collector/build.sh >/dev/null
 collector/build-jaeger.sh >/dev/null
 
+# The launcher tests (tests/e2e/test_slurm.py, test_mpi.py) run real launchers: a one-node
+# Slurm cluster (slurmd, slurmctld, munge; PMIx for `srun --mpi=pmix`), OpenMPI and MPICH.
+# Only the programs are needed: the tests start and stop their own daemons.
+launcher_packages=()
+command -v slurmd >/dev/null || launcher_packages+=(slurmd)
+command -v slurmctld >/dev/null || launcher_packages+=(slurmctld)
+command -v munged >/dev/null || [ -x /usr/sbin/munged ] || launcher_packages+=(munge)
+command -v mpirun.openmpi >/dev/null || launcher_packages+=(openmpi-bin)
+command -v mpiexec.mpich >/dev/null || launcher_packages+=(mpich)
+dpkg -s libpmix-dev >/dev/null 2>&1 || launcher_packages+=(libpmix-dev)
+if [ ${#launcher_packages[@]} -gt 0 ]; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+    "${launcher_packages[@]}" >/dev/null
+fi
+# Debian's packages may start system daemons; the tests run their own, on their own ports.
+for daemon in munge slurmd slurmctld; do
+  if command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then
+    systemctl disable --now "$daemon" >/dev/null 2>&1 || true
+  elif command -v service >/dev/null; then
+    service "$daemon" stop >/dev/null 2>&1 || true
+  fi
+done
+
 # The report's browser test drives Debian's chromium (no browser download).
 command -v chromium >/dev/null || {
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
