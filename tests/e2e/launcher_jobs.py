@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
+import subprocess
 import sys
 import uuid
 from dataclasses import dataclass
@@ -19,6 +21,7 @@ HERE = Path(__file__).resolve().parent
 TRAINER = HERE / "launched_trainer.py"
 HOST = socket.gethostname()
 INTERVAL_MS = 300
+RUN_TIMEOUT = 180.0
 NODE_METRICS = {m.name for m in CENSUS if m.node}
 # Variables a launcher sets: none may leak in from the shell that runs the tests.
 LAUNCHER_VARIABLES = ("SLURM_", "OMPI_", "PMI_", "PMIX_", "MPI_LOCALRANKID", "MV2_")
@@ -26,6 +29,20 @@ LAUNCHER_VARIABLES = ("SLURM_", "OMPI_", "PMI_", "PMIX_", "MPI_LOCALRANKID", "MV
 
 def instrument() -> str:
     return os.path.join(os.path.dirname(sys.executable), "opentelemetry-instrument")
+
+
+def run(cmd: list[str], env: dict[str, str], cwd) -> subprocess.CompletedProcess:
+    """Run a launcher to its end (killed with everything it started after RUN_TIMEOUT); it must
+    succeed."""
+    proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=RUN_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+    assert proc.returncode == 0, f"{cmd}: exit {proc.returncode}\n{out[-3000:]}\n{err[-5000:]}"
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
 def trainer_command(out: Path, seconds: float = 1.5) -> list[str]:

@@ -8,17 +8,14 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import subprocess
 import sys
 
 import pytest
 
 from launcher_jobs import (HOST, TRAINER, Job, assert_one_node_reporter_at_a_time, instrument,
-                           rank_ids, trainer_command)
+                           rank_ids, run, trainer_command)
 from required_components import missing
 
-RUN_TIMEOUT = 180.0
 # (launcher, its arguments for 2 ranks on this host, the variable that carries the rank)
 LAUNCHERS = {
     "openmpi": ("mpirun.openmpi", ["-np", "2", "--allow-run-as-root", "--oversubscribe",
@@ -26,18 +23,6 @@ LAUNCHERS = {
     "mpich": ("mpiexec.mpich", ["-n", "2"], "PMI_RANK"),
 }
 PACKAGES = {"openmpi": "openmpi-bin", "mpich": "mpich"}
-
-
-def run(cmd: list[str], env: dict[str, str], cwd) -> subprocess.CompletedProcess:
-    proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=RUN_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-    assert proc.returncode == 0, f"{cmd}: exit {proc.returncode}\n{out[-3000:]}\n{err[-5000:]}"
-    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
 def launcher(name: str) -> tuple[str, list[str], str]:

@@ -13,18 +13,14 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import subprocess
 import sys
 
 import pytest
 
 from launcher_jobs import (HOST, TRAINER, Job, assert_one_node_reporter_at_a_time, instrument,
-                           rank_ids, trainer_command)
+                           rank_ids, run, trainer_command)
 from required_components import missing
 from slurm_cluster import SlurmCluster, missing_programs
-
-RUN_TIMEOUT = 180.0
 
 
 @pytest.fixture(scope="module")
@@ -37,19 +33,6 @@ def slurm():
     cluster = SlurmCluster().start()
     yield cluster
     cluster.stop()
-
-
-def run(cmd: list[str], env: dict[str, str], cwd) -> subprocess.CompletedProcess:
-    proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=RUN_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-    result = subprocess.CompletedProcess(cmd, proc.returncode, out, err)
-    assert result.returncode == 0, f"{cmd}: exit {result.returncode}\n{out[-3000:]}\n{err[-5000:]}"
-    return result
 
 
 def _pids_by_identity(identities: dict[str, dict]) -> dict[str, set[int]]:
