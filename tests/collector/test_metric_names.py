@@ -27,7 +27,7 @@ import yaml
 
 from yeto_otel import census as census_table, names as resume_metric_table
 from yeto_otel.names import exported_metric_names, prometheus_name, prometheus_name_of
-from yeto_otel.otel import Role
+from yeto_otel.otel import LAUNCH_PREFIX, Role
 
 # Labels, selectors and the process role (names.ROLE, names.matchers... for the other tests).
 from promql_labels import (AGENT_ATTRIBUTES, KNOWN_LABELS, NOT_A_WORKER, ROLE,  # noqa: F401
@@ -311,6 +311,14 @@ def test_role_labels_come_from_the_attribute_constants():
     agent = (ROOT / "collector" / "agent.yaml").read_text(encoding="utf-8")
     assert all(attribute in agent for attribute in AGENT_ATTRIBUTES)
     assert '"yeto.*"' in agent  # kept as labels: yeto.process.role, yeto.dataloader.worker_id
+
+
+@pytest.mark.parametrize("config", ["agent.yaml", "gateway.yaml"])
+def test_what_changes_from_launch_to_launch_is_never_a_label(config):
+    """A restart count as a label would start new series at every restart."""
+    exporter = yaml.safe_load((ROOT / "collector" / config).read_text(encoding="utf-8"))[
+        "exporters"]["prometheus_remote_write"]["resource_constant_labels"]
+    assert f"{LAUNCH_PREFIX}*" in exporter["excluded"] and "yeto.*" in exporter["included"]
 
 
 @pytest.mark.parametrize("expr, labels", [

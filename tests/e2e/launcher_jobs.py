@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +44,14 @@ def run(cmd: list[str], env: dict[str, str], cwd) -> subprocess.CompletedProcess
         out, err = proc.communicate()
     assert proc.returncode == 0, f"{cmd}: exit {proc.returncode}\n{out[-3000:]}\n{err[-5000:]}"
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def wait_until(condition, what: str, timeout: float = RUN_TIMEOUT) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout:.0f} s: {what}")
+        time.sleep(0.2)
 
 
 def trainer_command(out: Path, seconds: float = 1.5) -> list[str]:
@@ -90,8 +99,14 @@ class Job:
         return [json.loads(p.read_text()) for p in sorted(self.out.glob("*.json"))]
 
 
-def rank_ids(count: int) -> set[str]:
-    return {f"{HOST}/rank-{r}" for r in range(count)}
+def rank_ids(count: int, job: str | None = None) -> set[str]:
+    """The identities of ranks 0..count-1: `<job>/rank-<R>` in a job, else `<host>/rank-<R>`."""
+    return {f"{job or HOST}/rank-{r}" for r in range(count)}
+
+
+def slurm_jobs(trainers: list[dict]) -> set[str]:
+    """The Slurm jobs the trainers ran in, as their identities name them."""
+    return {f"slurm-{t['env']['SLURM_JOB_ID']}" for t in trainers}
 
 
 def node_holders(job: Job) -> dict[tuple[str, int], tuple[int, int]]:

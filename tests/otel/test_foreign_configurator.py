@@ -63,7 +63,8 @@ def identities(stdout: str) -> tuple[set, set]:
 
 def run_rank(path: str, **env: str):
     result = run_instrumented(RANK_CODE, {"RANK": "0", "WORLD_SIZE": "1", "PYTHONPATH": path,
-                                          **CONSOLE, **env}, console=False)
+                                          "OTEL_SERVICE_NAME": "trainer", **CONSOLE, **env},
+                              console=False)
     assert result.returncode == 0 and "trainer ran" in result.stdout, result.stderr
     return result
 

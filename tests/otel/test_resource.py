@@ -36,6 +36,28 @@ def test_instance_id_is_stable_across_restarts_of_a_rank():
     assert first["service.instance.id"] == again["service.instance.id"] == "h/rank-2"
 
 
+def test_in_a_job_the_instance_id_is_the_jobs_rank_on_any_host():
+    """Two jobs on one host never share an id; a requeued job that lands elsewhere keeps it."""
+    slurm = {"SLURM_JOB_ID": "41", "SLURM_STEP_ID": "0", "SLURM_PROCID": "3",
+             "SLURM_NTASKS": "4", "SLURM_LOCALID": "1"}
+    first = rank_resource_attributes(load_settings(slurm), hostname="node-a", pid=100)
+    requeued = rank_resource_attributes(load_settings({**slurm, "SLURM_RESTART_COUNT": "1"}),
+                                        hostname="node-b", pid=200)
+    other_job = rank_resource_attributes(load_settings({**slurm, "SLURM_JOB_ID": "42"}),
+                                         hostname="node-a", pid=300)
+    assert first["service.instance.id"] == requeued["service.instance.id"] == "slurm-41/rank-3"
+    assert other_job["service.instance.id"] == "slurm-42/rank-3"
+    assert {k: v for k, v in requeued.items() if k.startswith("yeto.")} == {
+        "yeto.rank": 3, "yeto.local_rank": 1, "yeto.world_size": 4, "yeto.process.role": "rank",
+        "yeto.job.id": "slurm-41", "yeto.launch.rank_source": "slurm",
+        "yeto.launch.slurm.job_id": "41", "yeto.launch.slurm.step_id": "0",
+        "yeto.launch.slurm.restart_count": 1}
+    # a process of the job without a rank (the batch step) stays a process of its host
+    batch = rank_resource_attributes(load_settings({"SLURM_JOB_ID": "41", "SLURM_PROCID": "0"}),
+                                     hostname="node-a", pid=7)
+    assert batch["service.instance.id"] == "node-a/pid-7" and batch["yeto.job.id"] == "slurm-41"
+
+
 def test_rank_zero_is_a_rank_not_unset():
     attrs = rank_resource_attributes(Settings(rank=0, local_rank=0, world_size=1), hostname="h",
                                      pid=9)

@@ -95,3 +95,27 @@ def test_with_the_sdk_disabled_nothing_of_ours_runs(tmp_path):
                               console=False, cwd=str(tmp_path))
     assert result.returncode == 0 and "ran" in result.stdout, result.stderr
     assert not (tmp_path / "telemetry").exists()
+
+
+@pytest.mark.parametrize("env, says", [
+    # a rank of no known job: another unnamed job's rank on this host would share its series
+    ({"RANK": "0", "WORLD_SIZE": "1"}, "would share its series (or set YETO_OTEL_JOB_ID)"),
+    # a rank of a Slurm job: the job in its identity keeps it apart
+    ({"SLURM_JOB_ID": "41", "SLURM_STEP_ID": "0", "SLURM_PROCID": "0", "SLURM_NTASKS": "1"},
+     "by the job in its identity (slurm-41)"),
+    ({}, "reports as unknown_service"),  # a plain process: nothing to share
+])
+def test_a_reporting_process_without_a_service_name_says_so_once(tmp_path, env, says):
+    result = run_instrumented("print('ran')", {**env, "OTEL_METRICS_EXPORTER": "none"},
+                              cwd=str(tmp_path))
+    assert result.returncode == 0 and "ran" in result.stdout, result.stderr
+    lines = [line for line in result.stderr.splitlines()
+             if line.startswith("yeto-otel: no service name")]
+    assert len(lines) == 1 and lines[0].endswith(says), result.stderr
+
+
+@pytest.mark.parametrize("named", [{"OTEL_SERVICE_NAME": "pretrain"},
+                                   {"OTEL_RESOURCE_ATTRIBUTES": "team=x, service.name=pretrain"}])
+def test_a_named_service_is_not_told(tmp_path, named):
+    result = run_instrumented("print('ran')", {"RANK": "0", **named}, cwd=str(tmp_path))
+    assert result.returncode == 0 and "no service name" not in result.stderr, result.stderr

@@ -22,6 +22,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from ..settings import Settings, current_settings, local_exporters_selected
 from ._exit_flush import STOP_SIGNALS, install_exit_flush
 from ._local_files import local_exporter_args
+from ._late_rank import adopted_attributes, await_rank
 from ._owner_only import OwnerOnlyLogExporter, OwnerOnlySpanExporter, guard_metric_readers
 from ._pipeline import start_process_pipeline
 from ._resource import rank_resource_attributes, user_resource_attributes
@@ -37,7 +38,8 @@ _ran_in: int | None = None
 
 
 def rank_attributes() -> dict | None:
-    return _rank_attributes
+    """The identity this process reports under now (a plain process's rank once it appears)."""
+    return adopted_attributes() or _rank_attributes
 
 
 def configurator_ran() -> bool:
@@ -86,6 +88,7 @@ class YetoConfigurator(_OTelSDKConfigurator):
                             get_logger_provider()), settings.exit_flush_timeout_ms,
                            signals=_exit_signals(settings))
         _rank_attributes = dict(attributes)
+        await_rank(settings)
 
 
 def start_own_pipeline(settings: Settings) -> str:
@@ -97,4 +100,5 @@ def start_own_pipeline(settings: Settings) -> str:
     install_exit_flush((pipeline.meter_provider, pipeline.tracer_provider),
                        settings.exit_flush_timeout_ms, signals=_exit_signals(settings))
     _rank_attributes = dict(attributes)
+    await_rank(settings)
     return str(attributes[SERVICE_INSTANCE_ID])

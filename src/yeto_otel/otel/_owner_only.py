@@ -6,6 +6,10 @@ the child. Whatever such a copy would export (the parent's spans a second time, 
 memory under the parent's resource or a random new identity, writes into the parent's files,
 a gRPC channel used across a fork) is wrong, so these wrappers drop it: in any process but the
 one that made them, `export` reports success and sends nothing.
+
+In the owner, a plain process that has since become a rank (`_late_rank`) exports its spans and
+metrics under the rank's identity: the exporters are where the data leaves, and the SDK's
+providers keep the resource they were made with.
 """
 
 from __future__ import annotations
@@ -15,7 +19,11 @@ from collections.abc import Sequence
 
 from opentelemetry.sdk._logs.export import LogRecordExporter, LogRecordExportResult
 from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult
+from opentelemetry.sdk.metrics.export import MetricsData, ResourceMetrics
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+from ._late_rank import adopted_resource
 
 __all__ = ["OwnerOnlyLogExporter", "OwnerOnlyMetricExporter", "OwnerOnlySpanExporter",
            "guard_metric_readers"]
@@ -43,8 +51,20 @@ class _Owned:
         return self.inner.force_flush(timeout_millis) if self._here() else True
 
 
+def _under(resource, span: ReadableSpan) -> ReadableSpan:
+    return ReadableSpan(name=span.name, context=span.context, parent=span.parent,
+                        resource=resource, attributes=span.attributes, events=span.events,
+                        links=span.links, kind=span.kind, status=span.status,
+                        start_time=span.start_time, end_time=span.end_time,
+                        instrumentation_scope=span.instrumentation_scope)
+
+
 class OwnerOnlySpanExporter(_Owned, SpanExporter):
     def export(self, spans: Sequence) -> SpanExportResult:
+        if self._here():
+            resource = adopted_resource()
+            if resource is not None:
+                spans = [_under(resource, span) for span in spans]
         return self._export(spans, SpanExportResult.SUCCESS)
 
 
@@ -63,6 +83,11 @@ class OwnerOnlyMetricExporter(_Owned, MetricExporter):
     def export(self, metrics_data, timeout_millis: float = 10_000, **kwargs) -> MetricExportResult:
         if not self._here():
             return MetricExportResult.SUCCESS
+        resource = adopted_resource()
+        if resource is not None:
+            metrics_data = MetricsData(resource_metrics=[
+                ResourceMetrics(resource, rm.scope_metrics, rm.schema_url)
+                for rm in metrics_data.resource_metrics])
         return self.inner.export(metrics_data, timeout_millis=timeout_millis, **kwargs)
 
     def force_flush(self, timeout_millis: float = 10_000) -> bool:

@@ -30,7 +30,8 @@ from collections.abc import Sequence
 
 from ..settings import PENDING_OWNER_PREFIX, Settings, claim_identity
 
-__all__ = ["Role", "claim", "current_role", "is_launcher", "mark_worker", "reporting_pid"]
+__all__ = ["Role", "adopt_role", "claim", "current_role", "is_launcher", "mark_worker",
+           "reporting_pid"]
 
 
 class Role(str, enum.Enum):
@@ -116,6 +117,13 @@ def claim(settings: Settings, *, argv: Sequence[str] | None = None) -> Role:
         claim_identity(identity_key(settings), pid)
     _decided = (pid, role)
     return role
+
+
+def adopt_role(role: Role) -> None:
+    """This process's role changed: a plain process whose rank appeared later (`_late_rank`)."""
+    global _decided
+    if _decided is not None and _decided[0] == os.getpid():
+        _decided = (_decided[0], role)
 
 
 def mark_worker() -> None:

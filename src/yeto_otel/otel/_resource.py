@@ -2,8 +2,13 @@
 
 Every rank needs its own `service.instance.id`: Prometheus derives `instance` from it, and
 two ranks sharing one would send clashing samples that are rejected. The id is stable across
-restarts of the same rank (host + global rank), so a restart shows as a drop in one series,
-not as a new series.
+restarts of the same rank, so a restart shows as a drop in one series, not as a new series:
+`<job>/rank-<R>` where the job is known (settings/_job.py: two jobs on one host never share
+it, and a requeued job that lands on another host keeps it), else `<host>/rank-<R>`.
+
+What the launcher says about this launch (its restart count, its step, its own ids) is kept
+beside the identity under `yeto.launch.*`: those change from launch to launch, so the
+collector's Prometheus exporters leave them out of the series' labels (target_info has them).
 """
 
 from __future__ import annotations
@@ -17,9 +22,10 @@ from opentelemetry.sdk.resources import (HOST_NAME, SERVICE_INSTANCE_ID, OTELRes
 from ..settings import Settings, current_settings
 from ._process import Role
 
-__all__ = ["LOCAL_RANK_ATTRIBUTE", "RANK_ATTRIBUTE", "ROLE_ATTRIBUTE", "WORKER_ID_ATTRIBUTE",
-           "WORLD_SIZE_ATTRIBUTE", "YetoResourceDetector", "rank_resource_attributes",
-           "user_resource_attributes", "worker_resource_attributes"]
+__all__ = ["JOB_ATTRIBUTE", "LAUNCH_PREFIX", "LOCAL_RANK_ATTRIBUTE", "RANK_ATTRIBUTE",
+           "ROLE_ATTRIBUTE", "WORKER_ID_ATTRIBUTE", "WORLD_SIZE_ATTRIBUTE",
+           "YetoResourceDetector", "rank_resource_attributes", "user_resource_attributes",
+           "worker_resource_attributes"]
 
 # The rank's place in the job, next to the standard `host.name` and `service.instance.id`.
 RANK_ATTRIBUTE = "yeto.rank"
@@ -29,22 +35,41 @@ WORLD_SIZE_ATTRIBUTE = "yeto.world_size"
 ROLE_ATTRIBUTE = "yeto.process.role"
 # A DataLoader worker's id (`torch.utils.data.get_worker_info().id`), reused across epochs.
 WORKER_ID_ATTRIBUTE = "yeto.dataloader.worker_id"
+# The job (settings/_job.py), part of the instance id where known.
+JOB_ATTRIBUTE = "yeto.job.id"
+# This launch, as its launcher says (never labels: see the module's text).
+LAUNCH_PREFIX = "yeto.launch."
+RANK_SOURCE_ATTRIBUTE = "yeto.launch.rank_source"
+SLURM_JOB_ATTRIBUTE = "yeto.launch.slurm.job_id"
+SLURM_STEP_ATTRIBUTE = "yeto.launch.slurm.step_id"
+SLURM_RESTARTS_ATTRIBUTE = "yeto.launch.slurm.restart_count"
+TORCHELASTIC_RUN_ATTRIBUTE = "yeto.launch.torchelastic.run_id"
+TORCHELASTIC_RESTARTS_ATTRIBUTE = "yeto.launch.torchelastic.restart_count"
 
 
 def rank_resource_attributes(settings: Settings, *, hostname: str | None = None,
                              pid: int | None = None) -> dict[str, str | int]:
-    """The identity of a rank (`<host>/rank-<RANK>`) or, without RANK, of a plain process
-    (`<host>/pid-<pid>`)."""
+    """The identity of a rank (`<job>/rank-<R>`, `<host>/rank-<R>` where no job is known) or,
+    without a rank, of a plain process (`<host>/pid-<pid>`), and the launch's facts."""
     host = hostname or socket.gethostname()
+    job = settings.job
     if settings.rank is not None:
-        instance, role = f"{host}/rank-{settings.rank}", Role.RANK
+        instance = f"{job.job_id or host}/rank-{settings.rank}"
+        role = Role.RANK
     else:
         instance, role = f"{host}/pid-{pid or os.getpid()}", Role.PROCESS
     attributes: dict[str, str | int] = {HOST_NAME: host, SERVICE_INSTANCE_ID: instance,
                                         ROLE_ATTRIBUTE: role.value}
     for key, value in ((RANK_ATTRIBUTE, settings.rank),
                        (LOCAL_RANK_ATTRIBUTE, settings.local_rank),
-                       (WORLD_SIZE_ATTRIBUTE, settings.world_size)):
+                       (WORLD_SIZE_ATTRIBUTE, settings.world_size),
+                       (JOB_ATTRIBUTE, job.job_id),
+                       (RANK_SOURCE_ATTRIBUTE, settings.rank_source),
+                       (SLURM_JOB_ATTRIBUTE, job.slurm_job_id),
+                       (SLURM_STEP_ATTRIBUTE, job.slurm_step_id),
+                       (SLURM_RESTARTS_ATTRIBUTE, job.slurm_restart_count),
+                       (TORCHELASTIC_RUN_ATTRIBUTE, job.torchelastic_run_id),
+                       (TORCHELASTIC_RESTARTS_ATTRIBUTE, job.torchelastic_restart_count)):
         if value is not None:
             attributes[key] = value
     return attributes

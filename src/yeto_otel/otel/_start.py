@@ -24,7 +24,8 @@ from collections.abc import Sequence
 
 from ..census import resolve_allocator
 from ..settings import (Settings, SettingsError, apply_otel_defaults, check_sdk_variables,
-                        current_settings, local_exporters_selected, role_inputs, sdk_disabled)
+                        current_settings, local_exporters_selected, role_inputs, sdk_disabled,
+                        service_name_set)
 from ._local_files import local_exporter_args
 from ._process import Role, claim
 
@@ -65,10 +66,29 @@ def _prepare_reporting(settings: Settings) -> None:
         check_sdk_variables()
         if local_exporters_selected():
             local_exporter_args(settings.local_dir, "probe")  # creates and checks the dir
+        if not service_name_set():
+            _say_unnamed(settings)
     except SettingsError as exc:
         _fail_fast(str(exc))
     except OSError as exc:
         _fail_fast(f"YETO_OTEL_LOCAL_DIR={settings.local_dir!r} cannot be used: {exc}")
+
+
+def _say_unnamed(settings: Settings) -> None:
+    # Once per process (start_process runs once): Prometheus' `job` is the service name, so
+    # unnamed jobs on one host share it, and only the job in a rank's identity keeps their
+    # ranks apart.
+    job = settings.job.job_id
+    if settings.rank is None:
+        apart = ""
+    elif job:
+        apart = f"; its rank is told apart from other jobs' by the job in its identity ({job})"
+    else:
+        apart = ("; the rank of another unnamed job on this host would share its series "
+                 "(or set YETO_OTEL_JOB_ID)")
+    sys.stderr.write(f"yeto-otel: no service name (set OTEL_SERVICE_NAME): this process "
+                     f"reports as unknown_service{apart}\n")
+    sys.stderr.flush()
 
 
 def _fail_fast(message: str) -> None:

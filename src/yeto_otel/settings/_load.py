@@ -13,6 +13,7 @@ import threading
 from dataclasses import dataclass, replace
 from typing import Mapping
 
+from ._job import JobPlace, job_place
 from ._launchers import LaunchPlace, launch_place
 from ._table import SETTINGS
 from ._values import IDENTITY_OWNER, SettingsError
@@ -48,6 +49,8 @@ class Settings:
     # environment says this is a rank without saying which (torch.distributed will).
     rank_source: str | None = None
     rank_pending: bool = False
+    job_id: str | None = None  # YETO_OTEL_JOB_ID
+    job: JobPlace = JobPlace()  # the job, from that or the launcher's variables
 
     @property
     def reports_node_metrics(self) -> bool:
@@ -109,6 +112,7 @@ _FIELDS = {
     "YETO_OTEL_EXIT_FLUSH_ON_SIGNALS": "exit_flush_on_signals",
     "YETO_OTEL_WORKER_LOAD_SPANS": "worker_load_spans",
     IDENTITY_OWNER: "identity_owner",
+    "YETO_OTEL_JOB_ID": "job_id",
 }
 
 
@@ -134,6 +138,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         values[_FIELDS[setting.name]] = parse_setting(setting.name, raw)
     settings = Settings(**values)
     _check_rank_in_world(settings)
+    settings = replace(settings, job=job_place(env, settings.job_id))
     place = launch_place(env)
     if place.source is not None:  # RANK's own, or another launcher's variables
         settings = replace(settings, rank=place.rank, local_rank=place.local_rank,

@@ -14,8 +14,10 @@ from ._values import IDENTITY_OWNER, OTLP_EXPORTER_BY_PROTOCOL, SDK_VARIABLES, S
 
 __all__ = ["EXPORT_VARIABLES", "LOCAL_EXPORTER", "OTEL_DEFAULTS", "SIGNALS", "apply_otel_defaults",
            "check_sdk_variables", "choose_configurator", "claim_identity", "exporter_choices",
-           "exports_locally", "local_exporters_only", "local_exporters_selected", "otlp_endpoint",
-           "otlp_exporter_variables", "sdk_disabled", "set_environment_defaults"]
+           "exports_locally", "local_exporters_only", "local_exporters_selected", "local_rank_now",
+           "otlp_endpoint",
+           "otlp_exporter_variables", "sdk_disabled", "service_name_set",
+           "set_environment_defaults"]
 
 
 # Standard SDK variables that say where telemetry goes. With none of them set, yeto's distro
@@ -92,6 +94,24 @@ def set_environment_defaults(values: Mapping[str, str], *, override: bool = Fals
             env[name] = value
         else:
             env.setdefault(name, value)
+
+
+def service_name_set(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether the user named the service (OTEL_SERVICE_NAME, or service.name in
+    OTEL_RESOURCE_ATTRIBUTES): without, every process is `unknown_service`."""
+    env = os.environ if environ is None else environ
+    if env.get("OTEL_SERVICE_NAME", "").strip():
+        return True
+    pairs = (pair.partition("=") for pair in env.get("OTEL_RESOURCE_ATTRIBUTES", "").split(","))
+    return any(key.strip() == "service.name" and value.strip() for key, _, value in pairs)
+
+
+def local_rank_now(environ: Mapping[str, str] | None = None) -> int | None:
+    """LOCAL_RANK as the environment says now (Lightning sets it in its rank 0's own environment
+    after that started); None where unset or not a rank."""
+    env = os.environ if environ is None else environ
+    value = env.get("LOCAL_RANK", "").strip()
+    return int(value) if value.isascii() and value.isdigit() and len(value) <= 9 else None
 
 
 def claim_identity(key: int | str | None, pid: int, environ: dict | None = None) -> None:

@@ -7,9 +7,9 @@ from __future__ import annotations
 from ._values import (
     Setting, ANCHOR_DTYPES, HOST_ALLOCATOR_ACCEPTED, IDENTITY_OWNER, RANK_LIMIT,
     parse_allocator, parse_allocator_timeout, parse_anchor_dtype, parse_anchor_readahead,
-    parse_directory,
-    parse_exit_flush_timeout, parse_identity_owner, parse_lock_dir, parse_node_metrics,
-    parse_on_off, parse_positive_rank, parse_rank, parse_smaps_budget, parse_switch,
+    parse_directory, parse_exit_flush_timeout, parse_identity_owner, parse_job_id,
+    parse_lock_dir, parse_node_metrics, parse_on_off, parse_positive_rank, parse_rank,
+    parse_smaps_budget, parse_switch,
 )
 
 __all__ = ["SETTINGS"]
@@ -209,6 +209,17 @@ SETTINGS: tuple[Setting, ...] = (
         f"an integer from 1 to {RANK_LIMIT}",
         "Number of ranks, set by the launcher. Becomes `yeto.world_size`.",
         parse_positive_rank,
+    ),
+    Setting(
+        "YETO_OTEL_JOB_ID",
+        None,
+        "1 to 128 letters, digits, `.`, `_` or `-`",
+        "The job this process belongs to, where its launcher does not say (Kubernetes: the "
+        "job's name through the downward API). A rank reports as `<job>/rank-<RANK>`, so two "
+        "jobs on one host never share a series and a restarted job keeps its ranks' series. "
+        "Unset: the Slurm job (`slurm-<SLURM_JOB_ID>`), else a torchrun run id chosen with "
+        "`--rdzv-id` (`torchelastic-<id>`), else none (`<host>/rank-<RANK>`); docs/processes.md.",
+        parse_job_id,
     ),
     Setting(
         IDENTITY_OWNER,

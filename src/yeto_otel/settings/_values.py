@@ -129,6 +129,17 @@ def parse_on_off(value: str) -> bool:
 
 IDENTITY_OWNER = "YETO_OTEL_IDENTITY_OWNER"
 
+JOB_ID = re.compile(r"[A-Za-z0-9._-]{1,128}")
+
+
+def parse_job_id(value: str) -> str | None:
+    # It becomes part of service.instance.id and of the local files' names.
+    if value == "":
+        return None
+    if not JOB_ID.fullmatch(value):
+        raise ValueError("expected 1 to 128 letters, digits, '.', '_' or '-'")
+    return value
+
 
 # A rank whose number is pending (Lightning's launcher beyond node 0) owns its identity under
 # its local rank: `local-<LOCAL_RANK>:<pid>`.
