@@ -14,8 +14,8 @@ import sys
 
 from yeto_otel.census import CENSUS, CENSUS_ERRORS, CGROUP_INFO, CensusMetric, Source
 from yeto_otel.names import LOAD_MODE_ATTRIBUTE, RESUME_METRICS, SPANS, prometheus_name_of
-from yeto_otel.otel import (LOCAL_RANK_ATTRIBUTE, RANK_ATTRIBUTE, ROLE_ATTRIBUTE,
-                            WORKER_ID_ATTRIBUTE, WORLD_SIZE_ATTRIBUTE, Role)
+from yeto_otel.otel import (JOB_ATTRIBUTE, LAUNCH_PREFIX, LOCAL_RANK_ATTRIBUTE, RANK_ATTRIBUTE,
+                            ROLE_ATTRIBUTE, WORKER_ID_ATTRIBUTE, WORLD_SIZE_ATTRIBUTE, Role)
 from yeto_otel.settings import OTEL_DEFAULTS, SETTINGS
 
 from .generated_files import sync_generated
@@ -74,9 +74,12 @@ Instrument types follow what each number is:
 - a **running total** is an `ObservableCounter` (monotonic; `_total` in Prometheus, plotted as
   a rate).
 
-Resource attributes identify the rank: `service.instance.id` (`<host>/rank-<RANK>`, or
-`<host>/pid-<pid>` without `RANK`), `host.name`, and `{RANK_ATTRIBUTE}`, `{LOCAL_RANK_ATTRIBUTE}`,
-`{WORLD_SIZE_ATTRIBUTE}` when the launcher sets `RANK`, `LOCAL_RANK`, `WORLD_SIZE`.
+Resource attributes identify the rank: `service.instance.id` (`<job>/rank-<R>` in a known job,
+`<host>/rank-<R>` otherwise, `<host>/pid-<pid>` without a rank), `host.name`, and
+`{RANK_ATTRIBUTE}`, `{LOCAL_RANK_ATTRIBUTE}`, `{WORLD_SIZE_ATTRIBUTE}` as the launcher says
+(`RANK`, or another launcher's variables: docs/processes.md), `{JOB_ATTRIBUTE}` where the job is
+known; what the launcher says about this launch (rank source, Slurm job, step and restart
+count, torchrun run id and restart count) is under `{LAUNCH_PREFIX}*`.
 `{ROLE_ATTRIBUTE}` says what kind of process reports: `{Role.RANK.value}`, `{Role.PROCESS.value}`
 (no `RANK`) or `{Role.DATALOADER_WORKER.value}`: a DataLoader worker reports only the process
 metrics below (and `yeto.census.errors`) as `<rank id>/worker-<K>`, with `{WORKER_ID_ATTRIBUTE}`
@@ -270,8 +273,9 @@ The collector's remote-write exporter translates names: dots become underscores,
 word is appended unless the name already has it (`By` -> `_bytes`; annotation units such as
 `{{error}}` add nothing), running totals end in `_total`. Resource attributes kept as labels by
 the agent: `instance` (`service.instance.id`), `job` (`service.name`), `yeto_rank`,
-`yeto_local_rank`, `yeto_world_size`, `host_name`, plus the agent's `yeto_cluster` and
-`deployment_environment_name`. `yeto_otel.names` computes the names; the alert rules
+`yeto_local_rank`, `yeto_world_size`, `yeto_job_id`, `host_name`, plus the agent's
+`yeto_cluster` and `deployment_environment_name`; `{LAUNCH_PREFIX}*` only on `target_info` (it
+changes at every restart). `yeto_otel.names` computes the names; the alert rules
 and dashboards are tested against it.
 
 """
