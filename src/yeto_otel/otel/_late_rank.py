@@ -80,7 +80,10 @@ def adopted_attributes() -> dict | None:
                 local_rank=settings.local_rank if local is None else local,
                 rank_source="torch.distributed"))
             attributes.update(user_resource_attributes())
-            claim_identity(rank, pid)  # children started from now on know it is the rank
+            # Children started from now on know it is the rank. This runs on an export thread:
+            # the variable exists already (claimed at start), so the update replaces one
+            # pointer in the C environment and never reallocates it under another thread.
+            claim_identity(rank, pid)
             adopt_role(Role.RANK)
             _adopted = (pid, attributes, Resource(attributes))
         return _adopted[1]
