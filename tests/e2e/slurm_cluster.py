@@ -128,7 +128,44 @@ class SlurmCluster:
         return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-2000:]}"
                          for p in sorted((self.root / "log").glob("*")))
 
+    def _cancel_jobs(self) -> None:
+        """Cancel every job (a requeued batch step may still run) and wait for the queue to
+        empty, so that no step daemon is left waiting for a slurmd that is gone."""
+        env = {**os.environ, **self.env}
+        subprocess.run(["scancel", "--quiet", "--full", "--partition=tests"], env=env,
+                       capture_output=True, timeout=30)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            queue = subprocess.run(["squeue", "-h", "-o", "%i"], env=env, capture_output=True,
+                                   text=True, timeout=30)
+            if queue.returncode != 0 or not queue.stdout.strip():
+                return
+            time.sleep(0.2)
+
+    def _kill_step_daemons(self) -> None:
+        """slurmstepd runs apart from slurmd (its own session): any of this cluster's that is
+        still there, known by the SLURM_CONF it inherited, goes with the cluster."""
+        mine = f"SLURM_CONF={self.conf}".encode()
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/comm", "rb") as f:
+                    if not f.read().startswith(b"slurmstepd"):
+                        continue
+                with open(f"/proc/{entry}/environ", "rb") as f:
+                    if mine not in f.read().split(b"\0"):
+                        continue
+                os.kill(int(entry), signal.SIGKILL)
+            except (OSError, ValueError):
+                pass  # gone meanwhile
+
     def stop(self) -> None:
+        if self._daemons and all(d.poll() is None for d in self._daemons):
+            try:
+                self._cancel_jobs()
+            except (OSError, subprocess.SubprocessError):
+                pass  # the daemons go below whatever the queue says
         for daemon in self._daemons:
             if daemon.poll() is None:
                 os.killpg(daemon.pid, signal.SIGTERM)
@@ -138,6 +175,7 @@ class SlurmCluster:
             except subprocess.TimeoutExpired:
                 os.killpg(daemon.pid, signal.SIGKILL)
                 daemon.wait()
+        self._kill_step_daemons()
         pid_file = self.root / "munge" / "munged.pid"
         if pid_file.exists():
             try:
