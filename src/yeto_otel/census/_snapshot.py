@@ -16,7 +16,8 @@ A reader made with `shared_refresh_s` (the step log's: 1 s) reads the sources th
 process's own (the node's /proc/meminfo, the memory cgroup's files, the host allocator) at most
 that often and carries their last values, with their age, in between: together they cost
 ~0.2 ms right after a training step (eight files, the CPU's caches cold), several percent of a
-step of a few milliseconds, and none of them is the step's own. /proc/self/status, the rank's own memory, is read on every take.
+step of a few milliseconds, and none of them is the step's own. /proc/self/status, the rank's
+own memory, is read on every take.
 """
 
 from __future__ import annotations

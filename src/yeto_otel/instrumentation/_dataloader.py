@@ -32,8 +32,8 @@ from typing import Any, Collection
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 
 from ..census import CensusInstruments, CensusReader
-from ..otel import (current_role, mark_worker, rank_attributes, rank_resource_attributes,
-                    start_process_pipeline, user_resource_attributes, worker_resource_attributes)
+from ..otel import (current_role, mark_worker, rank_attributes, reported_attributes,
+                    start_process_pipeline, worker_resource_attributes)
 from ..settings import Settings, current_settings, local_exporters_only
 from ..version import __version__
 from ._guard import attempt
@@ -139,8 +139,7 @@ class DataLoaderWorkerInstrumentor(BaseInstrumentor):
             return None  # no workers, or a child's loader: its workers stay silent too
         attributes = rank_attributes()
         if attributes is None:  # telemetry set up in code, not by our configurator
-            attributes = {**rank_resource_attributes(self._settings),
-                          **user_resource_attributes()}
+            attributes = reported_attributes(self._settings)
         return WorkerTelemetry(loader.worker_init_fn, self._settings, attributes,
                                self._slots.of(loader))
 

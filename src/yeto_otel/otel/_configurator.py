@@ -25,7 +25,7 @@ from ._local_files import local_exporter_args
 from ._late_rank import adopted_attributes, await_rank
 from ._owner_only import OwnerOnlyLogExporter, OwnerOnlySpanExporter, guard_metric_readers
 from ._pipeline import start_process_pipeline
-from ._resource import rank_resource_attributes, user_resource_attributes
+from ._resource import reported_attributes
 from ._start import start_process
 
 __all__ = ["YetoConfigurator", "configurator_ran", "rank_attributes", "start_own_pipeline"]
@@ -56,8 +56,7 @@ def _log_processor(exporter):
 
 
 def _identity(settings: Settings, extra: dict | None = None) -> dict:
-    attributes = rank_resource_attributes(settings)
-    attributes.update(user_resource_attributes())
+    attributes = reported_attributes(settings)
     attributes.update(extra or {})
     return attributes
 

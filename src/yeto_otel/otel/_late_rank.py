@@ -26,7 +26,7 @@ from opentelemetry.sdk.resources import Resource
 
 from ..settings import Settings, claim_identity, local_rank_now
 from ._process import Role, adopt_role
-from ._resource import rank_resource_attributes, user_resource_attributes
+from ._resource import reported_attributes
 
 __all__ = ["adopted_attributes", "adopted_resource", "await_rank"]
 
@@ -75,11 +75,10 @@ def adopted_attributes() -> dict | None:
             rank, world = group
             settings = waiting[1]
             local = local_rank_now()
-            attributes = rank_resource_attributes(replace(
+            attributes = reported_attributes(replace(
                 settings, rank=rank, world_size=world, rank_pending=False,
                 local_rank=settings.local_rank if local is None else local,
                 rank_source="torch.distributed"))
-            attributes.update(user_resource_attributes())
             # Children started from now on know it is the rank. This runs on an export thread:
             # the variable exists already (claimed at start), so the update replaces one
             # pointer in the C environment and never reallocates it under another thread.

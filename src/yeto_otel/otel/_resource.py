@@ -24,8 +24,8 @@ from ._process import Role
 
 __all__ = ["JOB_ATTRIBUTE", "LAUNCH_PREFIX", "LOCAL_RANK_ATTRIBUTE", "RANK_ATTRIBUTE",
            "ROLE_ATTRIBUTE", "WORKER_ID_ATTRIBUTE", "WORLD_SIZE_ATTRIBUTE",
-           "YetoResourceDetector", "rank_resource_attributes", "user_resource_attributes",
-           "worker_resource_attributes"]
+           "YetoResourceDetector", "rank_resource_attributes", "reported_attributes",
+           "user_resource_attributes", "worker_resource_attributes"]
 
 # The rank's place in the job, next to the standard `host.name` and `service.instance.id`.
 RANK_ATTRIBUTE = "yeto.rank"
@@ -89,6 +89,11 @@ def worker_resource_attributes(rank_attributes: dict, worker_id: int,
 def user_resource_attributes() -> dict:
     """What the user set through OTEL_RESOURCE_ATTRIBUTES / OTEL_SERVICE_NAME; theirs win."""
     return dict(OTELResourceDetector().detect().attributes)
+
+
+def reported_attributes(settings: Settings) -> dict:
+    """The resource a process reports under: its identity, with the user's attributes over it."""
+    return {**rank_resource_attributes(settings), **user_resource_attributes()}
 
 
 class YetoResourceDetector(ResourceDetector):
