@@ -28,8 +28,8 @@ with warnings.catch_warnings():
 
 from yeto_otel.census import RSS, RSS_PEAK
 
-from dashboard_names import (CLUSTER, HOST, HOST_NAME_ATTRIBUTE, RANK, legend, metric_name,
-                             rank_series)
+from dashboard_names import (CLUSTER, HOST, HOST_NAME_ATTRIBUTE, JOB_ATTRIBUTE_NAME, JOB_ID, RANK,
+                             legend, metric_name, rank_series)
 
 ISLAND_RESTART_UID = "yeto-island-restart"
 HOST_MEMORY_CENSUS_UID = "yeto-host-memory-census"
@@ -224,11 +224,18 @@ def prometheus_variables() -> list[Any]:
         label_variable("cluster", "Cluster", label_values(CLUSTER),
                        sort=model.VariableSort.ALPHABETICAL_ASC,
                        description=f"{CLUSTER} of the ranks."),
-        label_variable("host", "Host", label_values(HOST, f'{CLUSTER}=~"$cluster"'),
+        label_variable("job_id", "Job", label_values(JOB_ID, f'{CLUSTER}=~"$cluster"'),
+                       sort=model.VariableSort.ALPHABETICAL_ASC,
+                       description=f"{JOB_ATTRIBUTE_NAME} of the ranks: the launch's job (a "
+                       "Slurm job, a chosen torchrun run id, YETO_OTEL_JOB_ID). All also "
+                       "shows ranks whose job is not known."),
+        label_variable("host", "Host",
+                       label_values(HOST, f'{CLUSTER}=~"$cluster", {JOB_ID}=~"$job_id"'),
                        sort=model.VariableSort.ALPHABETICAL_ASC,
                        description=f"{HOST_NAME_ATTRIBUTE} of the ranks."),
         label_variable("rank", "Rank",
-                       label_values(RANK, f'{CLUSTER}=~"$cluster", {HOST}=~"$host"'),
+                       label_values(RANK, f'{CLUSTER}=~"$cluster", {JOB_ID}=~"$job_id", '
+                                    f'{HOST}=~"$host"'),
                        sort=model.VariableSort.NUMERICAL_ASC,
                        description="Global rank (RANK) of the trainer processes."),
     ]

@@ -20,7 +20,7 @@ from yeto_otel.census import (CGROUP_ANON, CGROUP_EVENTS, CGROUP_INFO, CGROUP_PR
                               ERROR_SOURCE_ATTRIBUTE, CensusMetric)
 from yeto_otel.names import (LOAD_MODE_ATTRIBUTE, ResumeMetric, prometheus_label,
                              prometheus_name, prometheus_name_of)
-from yeto_otel.otel import RANK_ATTRIBUTE, ROLE_ATTRIBUTE, WORKER_ID_ATTRIBUTE, Role
+from yeto_otel.otel import JOB_ATTRIBUTE, RANK_ATTRIBUTE, ROLE_ATTRIBUTE, WORKER_ID_ATTRIBUTE, Role
 
 RULE_DIR = Path(__file__).resolve().parents[1] / "alerts"
 
@@ -30,10 +30,12 @@ RULE_DIR = Path(__file__).resolve().parents[1] / "alerts"
 # a DataLoader worker its rank's and yeto.dataloader.worker_id, service.name is the trainer's
 # own, the agent inserts yeto.cluster (collector/agent.yaml, so spelled here).
 HOST_NAME_ATTRIBUTE = HOST_NAME
+JOB_ATTRIBUTE_NAME = JOB_ATTRIBUTE
 SERVICE_NAME_ATTRIBUTE = SERVICE_NAME
 CLUSTER_ATTRIBUTE = "yeto.cluster"
 
 HOST = prometheus_label(HOST_NAME_ATTRIBUTE)
+JOB_ID = prometheus_label(JOB_ATTRIBUTE)  # the launch's job (Slurm job, chosen run id), if known
 RANK = prometheus_label(RANK_ATTRIBUTE)
 ROLE = prometheus_label(ROLE_ATTRIBUTE)
 WORKER_ID = prometheus_label(WORKER_ID_ATTRIBUTE)
@@ -44,9 +46,10 @@ LOAD_MODE = prometheus_label(LOAD_MODE_ATTRIBUTE)
 EVENT = prometheus_label(CGROUP_EVENTS.attribute)
 LEVEL = prometheus_label(CGROUP_PRESSURE.attribute)
 CGROUP_PATH = prometheus_label(CGROUP_INFO.attribute)
-# Prometheus' own labels: `instance` is service.instance.id (<host>/rank-<RANK>, stable across
-# restarts; <host>/rank-<RANK>[/loader-<L>]/worker-<K> for a DataLoader worker, <host>/pid-<pid>
-# for a plain process), `job` is [service.namespace/]service.name.
+# Prometheus' own labels: `instance` is service.instance.id (<job>/rank-<RANK> in a known job,
+# else <host>/rank-<RANK>, stable across restarts; .../rank-<RANK>[/loader-<L>]/worker-<K> for a
+# DataLoader worker, <host>/pid-<pid> for a plain process), `job` is
+# [service.namespace/]service.name.
 INSTANCE = "instance"
 JOB = "job"
 
@@ -116,7 +119,8 @@ CGROUP_HEADROOM_THRESHOLD = defined_rule("yeto:cgroup_headroom_threshold:ratio")
 CGROUP_PRESSURE_THRESHOLD = defined_rule("yeto:cgroup_pressure_threshold:ratio")
 
 # The memory cgroup's rules: per observing rank (`instance`), or per cgroup as Prometheus can
-# name it (host and job: level `host_name_job`). Their quantity is a cgroup metric's Prometheus
+# name it (host, and the job: its service `job` and the launch's `yeto_job_id`; level
+# `host_name_job`). Their quantity is a cgroup metric's Prometheus
 # name, or the derived non-reclaimable memory (anon + shmem) beside the cgroup rows.
 CGROUP_LEVEL = f"{HOST}_{JOB}"
 _UNRECLAIMABLE = CGROUP_ANON.name.rsplit(".", 1)[0] + ".unreclaimable"
@@ -162,11 +166,12 @@ WORKERS_ONLY = f'{ROLE}="{WORKER_ROLE}"'
 # Template-variable selectors. Rank series carry every label; node series come from local rank
 # 0 of each host only, so they are selected (and aggregated) by host, never by rank. A worker
 # is selected by its rank's variables.
+# The Job variable selects by the launch's job id; `=~".*"` (All) also matches series without
+# one (a job yeto-otel could not name).
 NODE_SELECTOR = _matchers((CLUSTER, "cluster"), (HOST, "host"))
-RANK_SELECTOR = ", ".join((_matchers((CLUSTER, "cluster"), (HOST, "host"), (RANK, "rank")),
-                           NOT_A_WORKER))
-WORKER_SELECTOR = ", ".join((_matchers((CLUSTER, "cluster"), (HOST, "host"), (RANK, "rank")),
-                             WORKERS_ONLY))
+JOB_SELECTOR = ", ".join((NODE_SELECTOR, _matchers((JOB_ID, "job_id"))))
+RANK_SELECTOR = ", ".join((JOB_SELECTOR, _matchers((RANK, "rank")), NOT_A_WORKER))
+WORKER_SELECTOR = ", ".join((JOB_SELECTOR, _matchers((RANK, "rank")), WORKERS_ONLY))
 RANK_LEGEND = legend(INSTANCE)  # <host>/rank-<RANK>: names host and rank, stable across restarts
 NODE_LEGEND = legend(HOST)
 # rank R / worker K, and the instance: a rank's second loader reuses the worker ids K, and only
@@ -175,15 +180,17 @@ WORKER_LEGEND = f"rank {legend(RANK)} / worker {legend(WORKER_ID)} ({legend(INST
 
 
 # A cgroup's series come from whichever rank observes it (one at a time; another takes over
-# when it exits), so they are selected by host, never by rank, and drawn per observer: a
-# takeover ends one line and starts another under the new rank's instance.
-CGROUP_SELECTOR = ", ".join((NODE_SELECTOR, NOT_A_WORKER))
-CGROUP_LEGEND = f"{legend(HOST)} {legend(JOB)} (reported by {legend(INSTANCE)})"
+# when it exits), so they are selected by host and job, never by rank, and drawn per observer:
+# a takeover ends one line and starts another under the new rank's instance. The cgroup rules'
+# series are selected with JOB_SELECTOR.
+CGROUP_SELECTOR = ", ".join((JOB_SELECTOR, NOT_A_WORKER))
+CGROUP = f"{CLUSTER}, {HOST}, {JOB}, {JOB_ID}"  # the cgroup, as Prometheus can name it
+CGROUP_NAME_LEGEND = f"{legend(HOST)} {legend(JOB)} {legend(JOB_ID)}"
+CGROUP_LEGEND = f"{CGROUP_NAME_LEGEND} (reported by {legend(INSTANCE)})"
 
 
 def cgroup_series(metric: Metric) -> str:
-    return (f"max by ({CLUSTER}, {HOST}, {JOB}, {INSTANCE}) "
-            f"({metric_name(metric)}{{{CGROUP_SELECTOR}}})")
+    return f"max by ({CGROUP}, {INSTANCE}) ({metric_name(metric)}{{{CGROUP_SELECTOR}}})"
 
 
 def rank_series(metric: Metric) -> str:

@@ -11,17 +11,16 @@ from yeto_otel.census import (CGROUP_ANON, CGROUP_EVENTS, CGROUP_FILE, CGROUP_FI
 
 from dashboard_kit import (DASHED_REF, FLOOR_REF, HIGH_REF, PROMETHEUS, THRESHOLD_REF, Layout,
                            dashboard, prom, series)
-from dashboard_names import (CGROUP_HEADROOM_THRESHOLD, CGROUP_LEGEND, CGROUP_LEVEL, CGROUP_PATH,
-                             CGROUP_PRESSURE_THRESHOLD, CGROUP_SELECTOR, CLUSTER, EVENT,
-                             FLOOR_RISE_THRESHOLD, FULL_STALL, HOST, INSTANCE, JOB, LEVEL,
-                             NODE_SELECTOR, OOM_KILL, PRESSURE_SECONDS, UNRECLAIMABLE_BYTES,
-                             UNRECLAIMABLE_RATIO, alert, cgroup_rule, cgroup_series, legend,
-                             metric_name)
+from dashboard_names import (CGROUP, CGROUP_HEADROOM_THRESHOLD, CGROUP_LEGEND, CGROUP_LEVEL,
+                             CGROUP_NAME_LEGEND, CGROUP_PATH, CGROUP_PRESSURE_THRESHOLD,
+                             CGROUP_SELECTOR, CLUSTER, EVENT, FLOOR_RISE_THRESHOLD, FULL_STALL,
+                             HOST, INSTANCE, JOB, JOB_ID, JOB_SELECTOR, LEVEL, OOM_KILL,
+                             PRESSURE_SECONDS, UNRECLAIMABLE_BYTES, UNRECLAIMABLE_RATIO, alert,
+                             cgroup_rule, cgroup_series, legend, metric_name)
 
 OOM_ALERT = alert("YetoCgroupOOMKill")
 HEADROOM_ALERT = alert("YetoCgroupMemoryHeadroom")
 PRESSURE_ALERT = alert("YetoCgroupMemoryPressure")
-CGROUP = f"{CLUSTER}, {HOST}, {JOB}"  # the cgroup, as Prometheus can name it
 
 
 def _limits() -> list:
@@ -66,8 +65,8 @@ def _headroom(layout: Layout) -> None:
         f"per cgroup, {peaks} (thick), against the threshold (red). {HEADROOM_ALERT} fires "
         "when the peaks are above it and still rising (next panel), for 10 minutes. Empty for "
         "a cgroup without a limit.", "percentunit",
-        [prom("A", f"{ratio}{{{NODE_SELECTOR}}}", CGROUP_LEGEND),
-         prom(FLOOR_REF, f"{peaks}{{{NODE_SELECTOR}}}", f"peaks {legend(HOST)} {legend(JOB)}"),
+        [prom("A", f"{ratio}{{{JOB_SELECTOR}}}", CGROUP_LEGEND),
+         prom(FLOOR_REF, f"{peaks}{{{JOB_SELECTOR}}}", f"peaks {CGROUP_NAME_LEGEND}"),
          prom(THRESHOLD_REF, CGROUP_HEADROOM_THRESHOLD, "alert threshold")],
         min_zero=True), w=12, h=8)
     rise = cgroup_rule(CGROUP_LEVEL, UNRECLAIMABLE_BYTES, "peak_rise1h")
@@ -76,7 +75,7 @@ def _headroom(layout: Layout) -> None:
         f"{rise}: the peaks of anon + shmem over 20m, now minus an hour ago. {HEADROOM_ALERT} "
         "needs it above the threshold (red): a leak, a step up or growing teeth; flat for a "
         "steady sawtooth and across a restart.", "bytes",
-        [prom("A", f"{rise}{{{NODE_SELECTOR}}}", f"{legend(HOST)} {legend(JOB)}"),
+        [prom("A", f"{rise}{{{JOB_SELECTOR}}}", CGROUP_NAME_LEGEND),
          prom(THRESHOLD_REF, FLOOR_RISE_THRESHOLD, "alert threshold")]), w=12, h=8)
 
 
@@ -102,8 +101,8 @@ def _events_and_pressure(layout: Layout) -> None:
         [prom("A", f"sum by ({CGROUP}, {INSTANCE}, {LEVEL}) "
                    f"(rate({pressure}{{{CGROUP_SELECTOR}}}[$__rate_interval]))",
               f"{legend(LEVEL)} {CGROUP_LEGEND}"),
-         prom(FLOOR_REF, f'{stalled}{{{LEVEL}="{FULL_STALL}", {NODE_SELECTOR}}}',
-              f"{FULL_STALL} over 10m {legend(HOST)} {legend(JOB)}"),
+         prom(FLOOR_REF, f'{stalled}{{{LEVEL}="{FULL_STALL}", {JOB_SELECTOR}}}',
+              f"{FULL_STALL} over 10m {CGROUP_NAME_LEGEND}"),
          prom(THRESHOLD_REF, CGROUP_PRESSURE_THRESHOLD, "alert threshold")],
         min_zero=True), w=12, h=8)
 
@@ -116,7 +115,7 @@ def _ranks(layout: Layout) -> None:
         "memory.oom.group, an OOM kill); 1 on each: a cgroup per rank.", "short",
         [prom("A", f"sum by ({CGROUP}, {CGROUP_PATH}) "
                    f"({metric_name(CGROUP_INFO)}{{{CGROUP_SELECTOR}}})",
-              f"{legend(HOST)} {legend(JOB)} {legend(CGROUP_PATH)}")], min_zero=True),
+              f"{CGROUP_NAME_LEGEND} {legend(CGROUP_PATH)}")], min_zero=True),
         w=24, h=6)
 
 
@@ -134,12 +133,12 @@ def oom_kill_annotation() -> dashboard.AnnotationQuery:
     counted = cgroup_rule(CGROUP_LEVEL, CGROUP_EVENTS, "max")
     kills = f'{EVENT}="{OOM_KILL}"'
     raw = f"{metric_name(CGROUP_EVENTS)}{{{kills}, {CGROUP_SELECTOR}}}"
-    rule = f"{counted}{{{kills}, {NODE_SELECTOR}}}"
+    rule = f"{counted}{{{kills}, {JOB_SELECTOR}}}"
     expr = (f"sum by ({CGROUP}) (increase({raw}[5m])) > 0\n"
             f"or max by ({CGROUP}) ({rule} - {rule} offset 5m) > 0")
     return (dashboard.AnnotationQuery().name("Cgroup OOM kills").datasource(PROMETHEUS)
             .enable(True).hide(False).icon_color("red").expr(expr).step("60s")
             .title_format("OOM kill in the memory cgroup")
-            .text_format(f"{legend(HOST)} {legend(JOB)} ({legend(CLUSTER)})")
-            .tag_keys(f"{CLUSTER},{HOST},{JOB}")
+            .text_format(f"{CGROUP_NAME_LEGEND} ({legend(CLUSTER)})")
+            .tag_keys(f"{CLUSTER},{HOST},{JOB},{JOB_ID}")
             .placement(None))

@@ -24,7 +24,7 @@ from dashboard_kit import (DASHED_REF, ISLAND_RESTART_UID, JAEGER, PROMETHEUS, T
                            bargauge, base_dashboard, cogbuilder, cogvariants, common,
                            common_builders, dashboard, datasource_variable, model, prom, props,
                            series, table, tempo, tempo_model)
-from dashboard_names import (CLUSTER, HOST_NAME_ATTRIBUTE, JOB, LOAD_MODE, NODE_LEGEND,
+from dashboard_names import (CLUSTER, HOST_NAME_ATTRIBUTE, JOB, JOB_ID, LOAD_MODE, NODE_LEGEND,
                              RANK_ATTRIBUTE, RANK_LEGEND, SERVICE_NAME_ATTRIBUTE, legend,
                              metric_name, node_gauge, rank_series, resource_attribute,
                              span_attribute)
@@ -44,8 +44,8 @@ SPAN_BYTE_ATTRIBUTES = tuple(dict.fromkeys(attribute.name for attribute in (
 SPAN_OTHER_ATTRIBUTES = tuple(attribute.name for attribute in (
     ANCHORS_LOAD_MODE, ANCHORS_TENSOR_COUNT, SAFETENSORS_TENSOR_COUNT, DCP_ITEMS_READ,
     DCP_ITEMS_WRITTEN, ANCHORS_PATH, SAFETENSORS_PATH, DCP_PATH, TORCH_LOAD_PATH))
-ISLAND_VARIABLES_CARRIED = ("prometheus", "cluster", "host", "rank", "service", "tempo", "jaeger",
-                            "operation")
+ISLAND_VARIABLES_CARRIED = ("prometheus", "cluster", "job_id", "host", "rank", "service", "tempo",
+                            "jaeger", "operation")
 
 
 # --- Jaeger queries ------------------------------------------------------------------------
@@ -159,7 +159,8 @@ def trace_view(title: str, ds: common.DataSourceRef, target: Any) -> dashboard.P
 
 
 def _add_island_variables(builder: dashboard.Dashboard) -> None:
-    service_query = f'label_values({metric_name(RSS)}{{{CLUSTER}=~"$cluster"}}, {JOB})'
+    service_query = (f'label_values({metric_name(RSS)}{{{CLUSTER}=~"$cluster", '
+                     f'{JOB_ID}=~"$job_id"}}, {JOB})')
     builder.with_variable(
         dashboard.QueryVariable("service").label("Service")
         .description(f"{SERVICE_NAME_ATTRIBUTE} of the trainer (from Prometheus {JOB} = "

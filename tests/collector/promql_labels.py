@@ -10,7 +10,7 @@ from opentelemetry.sdk.resources import HOST_NAME
 
 from yeto_otel.census import CENSUS, ERROR_SOURCE_ATTRIBUTE
 from yeto_otel.names import LOAD_MODE_ATTRIBUTE, prometheus_label
-from yeto_otel.otel import (LOCAL_RANK_ATTRIBUTE, RANK_ATTRIBUTE, ROLE_ATTRIBUTE,
+from yeto_otel.otel import (JOB_ATTRIBUTE, LOCAL_RANK_ATTRIBUTE, RANK_ATTRIBUTE, ROLE_ATTRIBUTE,
                             WORKER_ID_ATTRIBUTE, WORLD_SIZE_ATTRIBUTE, Role)
 
 ROLE = prometheus_label(ROLE_ATTRIBUTE)
@@ -24,7 +24,7 @@ PROMETHEUS_LABELS = {"instance", "job", "le"}
 # Point attributes of the census rows that carry one (`event`, `level`, the cgroup's path).
 CENSUS_ATTRIBUTES = tuple(row.attribute for row in CENSUS if row.attribute)
 KNOWN_LABELS = PROMETHEUS_LABELS | {prometheus_label(attribute) for attribute in (
-    HOST_NAME, RANK_ATTRIBUTE, LOCAL_RANK_ATTRIBUTE, WORLD_SIZE_ATTRIBUTE, ROLE_ATTRIBUTE,
+    HOST_NAME, RANK_ATTRIBUTE, LOCAL_RANK_ATTRIBUTE, WORLD_SIZE_ATTRIBUTE, JOB_ATTRIBUTE, ROLE_ATTRIBUTE,
     WORKER_ID_ATTRIBUTE, ERROR_SOURCE_ATTRIBUTE, LOAD_MODE_ATTRIBUTE, *AGENT_ATTRIBUTES,
     *CENSUS_ATTRIBUTES)}
 

@@ -14,7 +14,7 @@ import yaml
 
 from yeto_otel.census import CENSUS, Source
 from yeto_otel.names import prometheus_label, prometheus_name_of
-from yeto_otel.otel import ROLE_ATTRIBUTE, WORKER_ID_ATTRIBUTE, Role
+from yeto_otel.otel import JOB_ATTRIBUTE, ROLE_ATTRIBUTE, WORKER_ID_ATTRIBUTE, Role
 
 from dashboard_testkit import load, names
 
@@ -326,7 +326,8 @@ def test_unit_tests_put_workers_beside_their_ranks_and_keep_older_series():
 def test_scenario_labels_are_the_products(monkeypatch):
     monkeypatch.syspath_prepend(str(TESTS_DIR))
     kit = load(TESTS_DIR / "scenario_kit.py", "yeto_alert_scenario_kit")
-    assert (kit.ROLE, kit.WORKER_ID) == (ROLE, prometheus_label(WORKER_ID_ATTRIBUTE))
+    assert (kit.ROLE, kit.WORKER_ID, kit.JOB_ID) == (
+        ROLE, prometheus_label(WORKER_ID_ATTRIBUTE), prometheus_label(JOB_ATTRIBUTE))
     assert (kit.RANK_ROLE, kit.PROCESS_ROLE, kit.WORKER_ROLE) == (
         Role.RANK.value, Role.PROCESS.value, WORKER)
 

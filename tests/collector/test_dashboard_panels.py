@@ -1,6 +1,7 @@
 """What the Grafana dashboards in collector/dashboards show: units, legends, rates of running
-totals, floors over their raw series, alert inputs against their thresholds, restarts, and the
-island-restart dashboard's trace search in Tempo or Jaeger. Reads the committed JSON.
+totals, floors over their raw series, alert inputs against their thresholds, restarts, the job
+filter, and the island-restart dashboard's trace search in Tempo or Jaeger. Reads the committed
+JSON.
 """
 
 from __future__ import annotations
@@ -8,11 +9,13 @@ from __future__ import annotations
 import re
 
 import pytest
+from opentelemetry.sdk.resources import HOST_NAME
 
 from dashboard_testkit import (names, override_values, panel_metrics, panel_with, panels,
                                prometheus_targets, variables)
-from yeto_otel.census import PRIVATE_DIRTY, SMAPS_ROLLUP_AGE
-from yeto_otel.names import prometheus_name_of
+from yeto_otel.census import CENSUS, PRIVATE_DIRTY, RSS, SMAPS_ROLLUP_AGE
+from yeto_otel.names import prometheus_label, prometheus_name_of
+from yeto_otel.otel import JOB_ATTRIBUTE
 
 
 # --- What the panels show ------------------------------------------------------------------------
@@ -384,3 +387,40 @@ def test_restart_marks_ignore_workers(dashboards):
         for annotation in dashboard["annotations"]["list"]:
             if annotation["datasource"]["type"] == "prometheus":
                 assert _roles(annotation["expr"]) == {names.NOT_A_WORKER}, name
+
+
+# --- Jobs ----------------------------------------------------------------------------------------
+HOST, JOB_ID = prometheus_label(HOST_NAME), prometheus_label(JOB_ATTRIBUTE)
+CLUSTER = prometheus_label("yeto.cluster")  # the agent inserts it (collector/agent.yaml)
+CGROUP_LEVEL = f"{HOST}_job"  # the cgroup rules: per host and job (docs/alerts.md)
+
+
+def test_the_job_variable_filters_ranks_workers_and_cgroups_never_nodes(dashboards):
+    # Two jobs on one host: a rank's, a worker's and a cgroup's series belong to one job
+    # (yeto_job_id), a node's to the host all its jobs share.
+    node_rules = {m for d in dashboards.values() for _, t in prometheus_targets(d)
+                  for m in names.metric_names(t["expr"]) if m.startswith(f"{HOST}:")}
+    node_gauges = {prometheus_name_of(row) for row in CENSUS if row.node}
+    judged = {"job": 0, "node": 0}
+    for name, dashboard in dashboards.items():
+        for panel, target in prometheus_targets(dashboard):
+            expr, metrics = target["expr"], names.metric_names(target["expr"])
+            cgroup_rules = {m for m in metrics if m.startswith(f"{CGROUP_LEVEL}:")}
+            if _roles(expr) or cgroup_rules:
+                assert f'{JOB_ID}=~"$job_id"' in expr, (name, panel["title"], expr)
+                judged["job"] += 1
+            elif metrics and metrics <= node_rules | node_gauges:
+                assert "$job_id" not in expr, (name, panel["title"], expr)
+                judged["node"] += 1
+    assert judged["job"] >= 20 and judged["node"] >= 4, judged
+
+
+def test_the_job_variable_narrows_hosts_and_ranks(dashboards):
+    for name, dashboard in dashboards.items():
+        found = variables(dashboard)
+        order = [v["name"] for v in dashboard["templating"]["list"]]
+        assert order.index("job_id") < order.index("host") < order.index("rank"), name
+        assert f'label_values({prometheus_name_of(RSS)}{{{CLUSTER}=~"$cluster"}}, ' \
+               f'{JOB_ID})' == found["job_id"]["query"]
+        for narrowed in ("host", "rank"):
+            assert f'{JOB_ID}=~"$job_id"' in found[narrowed]["query"], (name, narrowed)

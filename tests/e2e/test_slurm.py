@@ -107,6 +107,14 @@ def test_two_jobs_on_one_host_never_share_an_identity(slurm, tmp_path):
     pids = _pids_by_identity(job.identities())
     assert set(pids) == set().union(*(rank_ids(2, j) for j in jobs))
     assert all(len(p) == 1 for p in pids.values()), pids
+    # The report of the shared directory: four ranks, each named with its job.
+    page = tmp_path / "report.html"
+    subprocess.run([sys.executable, "-m", "yeto_otel.cli", "report", str(job.telemetry), "-o",
+                    str(page)], check=True, capture_output=True, timeout=RUN_TIMEOUT)
+    text = page.read_text()
+    for identity in pids:
+        slurm_job = identity.split("/")[0]
+        assert f"<code>{identity}</code> <span class=dim>job {slurm_job}, host {HOST}" in text
 
 
 def _job_state(job_id: str, env: dict[str, str]) -> str:

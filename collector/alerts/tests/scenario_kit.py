@@ -24,19 +24,25 @@ THRESHOLD = "10MiB"  # yeto:floor_rise_threshold:bytes, as humanize1024 prints i
 ROLE = "yeto_process_role"
 WORKER_ID = "yeto_dataloader_worker_id"
 RANK_ROLE, PROCESS_ROLE, WORKER_ROLE = "rank", "process", "dataloader_worker"
+# yeto.job.id as a label: the launch's job (Slurm, a chosen torchrun run id, YETO_OTEL_JOB_ID),
+# beside `job` (the service). Series of a process whose job is not known have none.
+JOB_ID = "yeto_job_id"
 
 
 # --- series ------------------------------------------------------------------------------------
-def rank_labels(host: str, rank: int, local_rank: int,
-                role: str | None = None) -> dict[str, str]:
+def rank_labels(host: str, rank: int, local_rank: int, role: str | None = None,
+                job_id: str | None = None) -> dict[str, str]:
     """The labels the agent's remote write gives a rank's census series; without `role`, as
-    versions before the role label wrote them."""
+    versions before the role label wrote them; with `job_id` (yeto.job.id: a Slurm job, a
+    chosen run id), as a rank of a known job: `<job>/rank-<R>`."""
     labels = {"deployment_environment_name": ENV, "host_name": host,
-              "instance": f"{host}/rank-{rank}", "job": JOB, "yeto_cluster": CLUSTER,
+              "instance": f"{job_id or host}/rank-{rank}", "job": JOB, "yeto_cluster": CLUSTER,
               "yeto_local_rank": str(local_rank), "yeto_rank": str(rank),
               "yeto_world_size": str(WORLD)}
     if role is not None:
         labels[ROLE] = role
+    if job_id is not None:
+        labels[JOB_ID] = job_id
     return labels
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Callable
 
 from promtool_format import Series
-from scenario_kit import CLUSTER, JOB, RANK_ROLE, GiB, rank_labels
+from scenario_kit import CLUSTER, JOB, JOB_ID, RANK_ROLE, GiB, rank_labels
 
 # The Prometheus names of the cgroup census (yeto.cgroup.memory.*) and their point attributes;
 # tests/collector checks they are the product's.
@@ -40,10 +40,15 @@ def rank_of(host: str, local: int) -> int:
 
 
 def observed(metric: str, host: str, local: int, value: Callable[[int], object],
-             **attributes: str) -> Series:
+             job_id: str | None = None, **attributes: str) -> Series:
     """A cgroup series as the rank `local` of `host` reports it (while it holds the duty)."""
-    labels = dict(rank_labels(host, rank_of(host, local), local, RANK_ROLE), **attributes)
-    return Series(metric, labels, value)
+    return Series(metric, dict(_rank(host, local, job_id), **attributes), value)
+
+
+def _rank(host: str, local: int, job_id: str | None) -> dict[str, str]:
+    """A rank's labels; in a named job (one of two on a one-host node) its ranks count from 0."""
+    rank = local if job_id else rank_of(host, local)
+    return rank_labels(host, rank, local, RANK_ROLE, job_id)
 
 
 def during(start: int, end: int | None, value: Callable[[int], object]) -> Callable[[int], object]:
@@ -68,20 +73,30 @@ def task_path(host: str, local: int) -> str:
     return f"/slurm/uid_1000/job_7/step_0/task_{local}"
 
 
+def job_path(job_id: str) -> str:
+    """The cgroup of a whole Slurm job (`slurm-41`: job 41) on a host."""
+    return f"/slurm/uid_1000/job_{job_id.rsplit('-', 1)[-1]}"
+
+
 def ranks_info(host: str, ranks: range = range(8), gap: tuple[int, int] | None = None,
-               per_rank_cgroups: bool = False) -> list[Series]:
+               per_rank_cgroups: bool = False, job_id: str | None = None) -> list[Series]:
     """Every rank of the host reports which cgroup it is in (the OOM alert lists them): one
-    pod cgroup, or with `per_rank_cgroups` one Slurm task cgroup each; `gap`: all ranks gone
-    in [gap) (killed, restarted by the launcher)."""
+    pod cgroup, with `per_rank_cgroups` one Slurm task cgroup each, with `job_id` the cgroup
+    of that Slurm job; `gap`: all ranks gone in [gap) (killed, restarted by the launcher)."""
     def one(t: int) -> int | None:
         return None if gap and gap[0] <= t < gap[1] else 1
 
     def labels(r: int) -> dict[str, str]:
-        path = task_path(host, r) if per_rank_cgroups else pod_path(host)
-        return dict(rank_labels(host, rank_of(host, r), r, RANK_ROLE), **{CGROUP_PATH: path})
+        path = (job_path(job_id) if job_id else
+                task_path(host, r) if per_rank_cgroups else pod_path(host))
+        return dict(_rank(host, r, job_id), **{CGROUP_PATH: path})
     return [Series(INFO, labels(r), one) for r in ranks]
 
 
-def cgroup_labels(host: str) -> dict[str, str]:
-    """The labels of every cgroup alert: the cgroup as Prometheus can name it."""
-    return {"host_name": host, "job": JOB, "yeto_cluster": CLUSTER}
+def cgroup_labels(host: str, job_id: str | None = None) -> dict[str, str]:
+    """The labels of every cgroup alert: the cgroup as Prometheus can name it (with the job
+    of the launch where it is known)."""
+    labels = {"host_name": host, "job": JOB, "yeto_cluster": CLUSTER}
+    if job_id is not None:
+        labels[JOB_ID] = job_id
+    return labels

@@ -1,20 +1,24 @@
 """YetoCgroupOOMKill: a kill the observing rank sees, a kill of the observing rank itself (the
 rank that takes over reports it), a takeover that finds an old count, a new cgroup whose counts
-start again at 0, cgroup v1's failcnt (`max`) climbing at the limit, Slurm's per-rank cgroups."""
+start again at 0, cgroup v1's failcnt (`max`) climbing at the limit, Slurm's per-rank cgroups,
+two jobs of one service on one host."""
 
 from __future__ import annotations
 
 from promtool_format import Alerts, Case, Expr
-from scenarios_cgroup_kit import (EVENT, EVENTS, JOB, cgroup_labels, const, during, observed,
-                                  pod_path, ranks_info, step_at, task_path)
+from scenarios_cgroup_kit import (EVENT, EVENTS, JOB, cgroup_labels, const, during, job_path,
+                                  observed, pod_path, ranks_info, step_at, task_path)
 from scenario_kit import CLUSTER
 
 RULE = "host_name_job:yeto_cgroup_memory_events_total:max"
 
 
-def oom_alert(host: str, kills: int, ranks: str | dict[str, str], group_kills: int = 0):
-    """The alert; `ranks`: the pod's ranks, or {cgroup path: ranks} for per-rank cgroups."""
-    text = (f"The kernel OOM-killed a process in the memory cgroup of job {JOB} on host {host} "
+def oom_alert(host: str, kills: int, ranks: str | dict[str, str], group_kills: int = 0,
+              job_id: str | None = None):
+    """The alert; `ranks`: the pod's ranks, or {cgroup path: ranks} for per-rank cgroups;
+    `job_id`: the launch's job, named beside the service."""
+    job = f"{JOB} ({job_id})" if job_id else JOB
+    text = (f"The kernel OOM-killed a process in the memory cgroup of job {job} on host {host} "
             f"(cluster {CLUSTER}) in the last 15m: the cgroup reached its limit with nothing "
             f"left to reclaim. OOM kills in this cgroup: {kills}.")
     if group_kills:
@@ -22,8 +26,8 @@ def oom_alert(host: str, kills: int, ranks: str | dict[str, str], group_kills: i
                  f"{group_kills}.")
     by_path = ranks if isinstance(ranks, dict) else {pod_path(host): ranks}
     text += "".join(f" Ranks in cgroup {path}: {r}." for path, r in sorted(by_path.items()))
-    return (dict(cgroup_labels(host), severity="critical"),
-            {"summary": f"OOM kill in the memory cgroup of {JOB} on {host}",
+    return (dict(cgroup_labels(host, job_id), severity="critical"),
+            {"summary": f"OOM kill in the memory cgroup of {job} on {host}",
              "description": text, "runbook_url": "docs/alerts.md#yetocgroupoomkill"})
 
 
@@ -127,5 +131,29 @@ def _v1_and_per_rank() -> Case:
          Alerts(105, [oom_alert("node-c", 1, PER_TASK)]), Alerts(115), Alerts(180)])
 
 
+def _two_jobs_on_one_host() -> Case:
+    # node-e runs two Slurm jobs of one service (the same `job` label), ranks 0-3 each, each in
+    # its own job cgroup: slurm-41's holds two kills from long ago, slurm-42's gets one at 60.
+    # Only slurm-42's cgroup fires, naming its own ranks; without the job id the two would be
+    # one cgroup (the old kills hiding the new one's count, both jobs' ranks listed).
+    old, new = "slurm-41", "slurm-42"
+
+    def job_kills(job_id: str, value):
+        return observed(EVENTS, "node-e", 0, value, job_id, **{EVENT: "oom_kill"})
+    firing = [oom_alert("node-e", 1, {job_path(new): "0, 1, 2, 3"}, job_id=new)]
+    return Case(
+        "two jobs of one service on one host: a kill in one job's cgroup fires for that job "
+        "alone, naming its ranks", 120,
+        [*ranks_info("node-e", range(4), job_id=old), job_kills(old, const(2)),
+         *ranks_info("node-e", range(4), job_id=new), job_kills(new, step_at(0, 1, 60))],
+        "YetoCgroupOOMKill",
+        [Alerts(59), Alerts(60, firing), Alerts(74, firing), Alerts(75), Alerts(120)],
+        [Expr(100, f'{RULE}{{event="oom_kill",host_name="node-e"}}',
+              [(f'{RULE}{{event="oom_kill",host_name="node-e",job="{JOB}",'
+                f'yeto_cluster="{CLUSTER}",yeto_job_id="{j}"}}', n)
+               for j, n in ((old, 2), (new, 1))])])
+
+
 def oom_cases() -> list[Case]:
-    return [_seen_by_the_observer(), _observer_killed(), _new_cgroup(), _v1_and_per_rank()]
+    return [_seen_by_the_observer(), _observer_killed(), _new_cgroup(), _v1_and_per_rank(),
+            _two_jobs_on_one_host()]

@@ -13,7 +13,7 @@ from ...names import RESUME_METRICS
 from ._cgroups import MAX_CGROUPS, drawn_cgroup_series
 from ._charts import CHART_IDS, PLOTTED_PREFIXES
 from ._format import LAUNCH_GLYPHS, clock, duration, esc, human_bytes, when
-from ._names import (HOST_NAME, LOCAL_RANK_ATTRIBUTE, RANK_ATTRIBUTE, RESTART_SPAN,
+from ._names import (HOST_NAME, JOB_ATTRIBUTE, LOCAL_RANK_ATTRIBUTE, RANK_ATTRIBUTE, RESTART_SPAN,
                      WORLD_SIZE_ATTRIBUTE, is_timeline_span)
 from ._roster import Launch, Roster
 from ._steplog_table import STEPLOG_TABLE_ID
@@ -69,8 +69,8 @@ def _ranks(data: Telemetry, roster: Roster) -> str:
     for rank in roster.ranks:
         res = data.resources.get(rank)
         bits = [f"{label} {res[key]}" for label, key in (
-            ("host", HOST_NAME), ("rank", RANK_ATTRIBUTE), ("local rank", LOCAL_RANK_ATTRIBUTE),
-            ("of", WORLD_SIZE_ATTRIBUTE)) if key in res] if res is not None else \
+            ("job", JOB_ATTRIBUTE), ("host", HOST_NAME), ("rank", RANK_ATTRIBUTE),
+            ("local rank", LOCAL_RANK_ATTRIBUTE), ("of", WORLD_SIZE_ATTRIBUTE)) if key in res] if res is not None else \
             ["no files of its own (its workers reported)"]
         launches = roster.launches(rank)
         if len(launches) > 1:
