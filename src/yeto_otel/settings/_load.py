@@ -137,7 +137,8 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
             continue
         values[_FIELDS[setting.name]] = parse_setting(setting.name, raw)
     settings = Settings(**values)
-    _check_rank_in_world(settings)
+    # RANK >= WORLD_SIZE (a job torch.distributed refuses) is checked with every launcher's
+    # variables by launch_place.
     settings = replace(settings, job=job_place(env, settings.job_id))
     place = launch_place(env)
     if place.source is not None:  # RANK's own, or another launcher's variables
@@ -145,18 +146,6 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
                            world_size=place.world_size, rank_source=place.source,
                            rank_pending=place.rank_pending)
     return settings
-
-
-def _check_rank_in_world(settings: Settings) -> None:
-    # A launcher sets both; RANK >= WORLD_SIZE is a job torch.distributed refuses, and every
-    # resource would name a rank that does not exist. LOCAL_WORLD_SIZE is not read by us, so
-    # LOCAL_RANK is only bounded by itself.
-    rank, world = settings.rank, settings.world_size
-    if rank is not None and world is not None and rank >= world:
-        raise SettingsError("RANK", str(rank), _BY_NAME["RANK"].accepted,
-                            f"WORLD_SIZE is {world}, so ranks go from 0 to {world - 1}")
-
-
 
 
 # The process's settings, read at first use: (Settings, None) or (None, the error). A forked
