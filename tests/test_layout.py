@@ -25,7 +25,8 @@ PACKAGE = ROOT / "src" / "yeto_otel"
 MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 60
 SIZED = [PACKAGE, ROOT / "tools", ROOT / "benchmarks", ROOT / "collector"]
-ROOMS = ("proc", "census", "anchors", "names", "otel", "instrumentation", "cli", "settings")
+ROOMS = ("proc", "census", "anchors", "names", "otel", "instrumentation", "cli", "settings",
+         "exits")
 
 
 def python_files(*roots: Path) -> list[Path]:
@@ -66,6 +67,7 @@ ENVIRONMENT_EDGES = {
     "yeto_otel.census._step_log": {"add_census_to_step_log"},
     "yeto_otel.instrumentation._host_memory": {"_instrument"},
     "yeto_otel.instrumentation._dataloader": {"_instrument"},
+    "yeto_otel.instrumentation._rank_exits": {"_instrument"},
     "yeto_otel.otel._configurator": {"_configure"},
     "yeto_otel.otel._foreign": {"_take_charge"},
     "yeto_otel.otel._start": {"_decide_and_prepare"},
@@ -134,7 +136,8 @@ def test_the_edges_list_is_current():
 # --- names -----------------------------------------------------------------------------------
 
 # The tables: the only modules that may spell a metric, span or attribute name.
-TABLES = {"yeto_otel.census._table", "yeto_otel.names._spans", "yeto_otel.names._resume_metrics"}
+TABLES = {"yeto_otel.census._table", "yeto_otel.names._spans", "yeto_otel.names._resume_metrics",
+          "yeto_otel.names._exit_names"}
 
 
 def table_names() -> set[str]:

@@ -9,21 +9,18 @@ layout): skipped with a message elsewhere, failed in CI."""
 from __future__ import annotations
 
 import json
-import os
-import secrets
 import selectors
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from required_components import missing
+from memory_cgroups import child_memory_cgroup
 from yeto_otel.census import (CGROUP_ANON, CGROUP_EVENTS, CGROUP_FILE, CGROUP_LIMIT,
                               CGROUP_USAGE, CGROUP_WORKING_SET)
-from yeto_otel.proc import CgroupNotFound, locate_memory_cgroup
+from yeto_otel.proc import locate_memory_cgroup
 
 MiB = 1 << 20
 LIMIT = 256 * MiB
@@ -71,40 +68,8 @@ while True:
 
 @pytest.fixture
 def child_cgroup(request) -> Path:
-    """A fresh v1 memory cgroup under this process's own, limited to LIMIT; removed at the end
-    (after the processes the test started in it are gone)."""
-    if os.geteuid() != 0:
-        missing("root (to make a child memory cgroup)", "run the tests as root")
-    try:
-        own = locate_memory_cgroup()
-    except CgroupNotFound as exc:
-        missing(f"a memory cgroup ({exc})", "run the tests on a host with the memory cgroup")
-    if own.version != 1:
-        missing("the memory controller on cgroup v1", "run on a host with the hybrid layout")
-    child = Path(own.directory) / f"yeto-test-{os.getpid()}-{secrets.token_hex(3)}"
-    try:
-        child.mkdir()
-        (child / "memory.limit_in_bytes").write_text(str(LIMIT))
-    except OSError as exc:
-        if child.is_dir():
-            child.rmdir()
-        missing(f"a writable v1 memory cgroup ({exc})", "run the tests as root")
-    memsw = child / "memory.memsw.limit_in_bytes"
-    if memsw.exists():  # with swap the sibling would be swapped out instead of killed
-        memsw.write_text(str(LIMIT))
-
-    def remove():
-        deadline = time.monotonic() + 30
-        while child.exists():
-            try:
-                child.rmdir()
-            except OSError:  # a process of ours is still exiting: poll until it is gone
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
-
-    request.addfinalizer(remove)
-    return child
+    """A fresh v1 memory cgroup under this process's own, limited to LIMIT."""
+    return child_memory_cgroup(request, LIMIT)
 
 
 def start_in(cgroup: Path, code: str, *args: str, request) -> subprocess.Popen:

@@ -49,6 +49,7 @@ ACCEPTED = {
                          ("", None)],
     "YETO_OTEL_EXIT_FLUSH_ON_SIGNALS": [("off", False), ("on", True), (" on ", True)],
     "YETO_OTEL_WORKER_LOAD_SPANS": [("off", False), ("on", True), (" on ", True)],
+    "YETO_OTEL_EXIT_RECORDS": [("on", True), ("off", False), (" off ", False)],
 }
 
 REJECTED = {
@@ -78,6 +79,7 @@ REJECTED = {
     "YETO_OTEL_JOB_ID": ["a/b", "job id", "x" * 129, "ü"],
     "YETO_OTEL_EXIT_FLUSH_ON_SIGNALS": ["", "1", "true", "ON", "yes"],
     "YETO_OTEL_WORKER_LOAD_SPANS": ["", "0", "sampled", "Off", "all"],
+    "YETO_OTEL_EXIT_RECORDS": ["", "1", "yes", "On"],
 }
 
 FIELD = {
@@ -101,6 +103,7 @@ FIELD = {
     "YETO_OTEL_JOB_ID": "job_id",
     "YETO_OTEL_EXIT_FLUSH_ON_SIGNALS": "exit_flush_on_signals",
     "YETO_OTEL_WORKER_LOAD_SPANS": "worker_load_spans",
+    "YETO_OTEL_EXIT_RECORDS": "exit_records",
 }
 
 ACCEPTED_TEXT = {s.name: s.accepted for s in SETTINGS}
@@ -152,7 +155,7 @@ def test_defaults_match_the_table():
                         "YETO_OTEL_IDENTITY_OWNER": None, "YETO_OTEL_JOB_ID": None, "YETO_OTEL_ALLOCATOR_TIMEOUT": "100",
                         "YETO_OTEL_EXIT_FLUSH_TIMEOUT": "3000",
                         "YETO_OTEL_EXIT_FLUSH_ON_SIGNALS": "off",
-                        "YETO_OTEL_WORKER_LOAD_SPANS": "off",
+                        "YETO_OTEL_WORKER_LOAD_SPANS": "off", "YETO_OTEL_EXIT_RECORDS": "on",
                         "YETO_OTEL_SEMCONV_METRICS": "on", "YETO_OTEL_SMAPS_BUDGET": "0.1"}
 
 

@@ -12,13 +12,14 @@ from . import _table
 from ._allocator import AllocatorSource, GaugeEvidence, read_allocator_stats, resolve_allocator
 from ._cgroup import CgroupCensus
 from ._duty import DEFAULT_LOCK_DIR, DUTY_ERROR_SOURCE, Duty
+from ._lock_files import ForeignLockPath, open_lock_file, private_file_names, private_lock_dir
 from ._fault_ledger import FaultLedger
 from ._host_cache import HostCacheReleasePolicy, ReleaseDecision
 from ._instruments import INTERNAL_ERROR_SOURCE, CensusInstruments
 from ._node_duty import NodeDuty, node_duty_key
 from ._quantity import Kind, Quantity
 from ._snapshot import CensusReader, CensusSnapshot
-from ._step_log import add_census_to_step_log
+from ._step_log import add_census_to_step_log, set_step_hook
 from ._table import *  # noqa: F403  (the table's rows and names, as its __all__ lists them)
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "CensusSnapshot",
     "Duty",
     "FaultLedger",
+    "ForeignLockPath",
     "GaugeEvidence",
     "HostCacheReleasePolicy",
     "NodeDuty",
@@ -41,6 +43,10 @@ __all__ = [
     "ReleaseDecision",
     "add_census_to_step_log",
     "node_duty_key",
+    "open_lock_file",
+    "private_file_names",
+    "private_lock_dir",
     "read_allocator_stats",
     "resolve_allocator",
+    "set_step_hook",
 ]

@@ -25,7 +25,7 @@ import os
 import stat
 from typing import Callable, NoReturn
 
-__all__ = ["ForeignLockPath", "open_lock_file", "private_lock_dir"]
+__all__ = ["ForeignLockPath", "open_lock_file", "private_file_names", "private_lock_dir"]
 
 _DIR_FLAGS = (os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
 # O_NOCTTY: should a terminal device be found at the name, opening it never makes it ours.
@@ -54,13 +54,37 @@ def private_lock_dir(lock_dir: str, euid: int) -> str:
     return os.path.join(lock_dir, f"yeto-otel-{euid}")
 
 
-def open_lock_file(directory: str, name: str, euid: int) -> int:
-    """A read-only descriptor of the lock file `name` in the private lock `directory` of `euid`,
-    both made if missing. Raises `ForeignLockPath` for anything that is not ours, `OSError`
-    for what stops the open itself (no lock directory, a read-only filesystem)."""
+def open_lock_file(directory: str, name: str, euid: int, *, writable: bool = False,
+                   create: bool = True) -> int:
+    """A descriptor of the lock file `name` in the private lock `directory` of `euid` (read-only
+    unless `writable`), both made if missing (the file only with `create`). Raises
+    `ForeignLockPath` for anything that is not ours, `OSError` for what stops the open itself
+    (no lock directory, a read-only filesystem, no such file without `create`)."""
     dir_fd = _open_private_dir(directory, euid)
     try:
-        return _open_file_in(dir_fd, directory, name, euid)
+        flags = _FILE_FLAGS | os.O_RDWR if writable else _FILE_FLAGS  # O_RDONLY is 0
+        return _open_file_in(dir_fd, directory, name, euid, flags, create)
+    finally:
+        os.close(dir_fd)
+
+
+def private_file_names(directory: str, euid: int, prefix: str) -> list[str]:
+    """The names in the private lock `directory` of `euid` that start with `prefix` (none when
+    it does not exist); the directory is checked as `open_lock_file` checks it."""
+    try:
+        dir_fd = os.open(directory, _DIR_FLAGS)
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        _refuse_what_is_there(directory, "the lock directory must be a directory of uid "
+                              f"{euid} with mode 0700", exc, lambda st: _is_private_dir(st, euid))
+    try:
+        found = os.fstat(dir_fd)
+        if not _is_private_dir(found, euid):
+            raise ForeignLockPath(directory, _described(found),
+                                  f"the lock directory must be a directory of uid {euid} with "
+                                  "mode 0700")
+        return sorted(name for name in os.listdir(dir_fd) if name.startswith(prefix))
     finally:
         os.close(dir_fd)
 
@@ -90,11 +114,12 @@ def _open_private_dir(path: str, euid: int) -> int:
     return fd
 
 
-def _open_file_in(dir_fd: int, directory: str, name: str, euid: int) -> int:
+def _open_file_in(dir_fd: int, directory: str, name: str, euid: int, flags: int,
+                  create: bool) -> int:
     path = os.path.join(directory, name)
     expected = (f"a lock file must be a regular file of uid {euid}, so that nothing put there "
                 f"can block the census (a FIFO) or hold the duty for someone else")
-    fd, made = _open_or_make(dir_fd, path, name, expected, euid)
+    fd, made = _open_or_make(dir_fd, path, name, expected, euid, flags, create)
     try:
         found = os.fstat(fd)
         if not _is_lock_file(found, euid):
@@ -107,18 +132,19 @@ def _open_file_in(dir_fd: int, directory: str, name: str, euid: int) -> int:
     return fd
 
 
-def _open_or_make(dir_fd: int, path: str, name: str, expected: str,
-                  euid: int) -> tuple[int, bool]:
+def _open_or_make(dir_fd: int, path: str, name: str, expected: str, euid: int, flags: int,
+                  create: bool) -> tuple[int, bool]:
     for _ in range(_OPEN_ATTEMPTS):
         try:
-            return os.open(name, _FILE_FLAGS, dir_fd=dir_fd), False
+            return os.open(name, flags, dir_fd=dir_fd), False
         except FileNotFoundError:
-            pass
+            if not create:
+                raise
         except OSError as exc:
             _refuse_what_is_there(path, expected, exc, lambda st: _is_lock_file(st, euid),
                                   name=name, dir_fd=dir_fd)
         try:
-            return os.open(name, _FILE_FLAGS | os.O_CREAT | os.O_EXCL, 0o600,
+            return os.open(name, flags | os.O_CREAT | os.O_EXCL, 0o600,
                            dir_fd=dir_fd), True
         except FileExistsError:
             continue  # another process of ours made it between our two opens

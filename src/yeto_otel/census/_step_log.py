@@ -23,6 +23,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 from ..settings import Settings, SettingsError, current_settings
 from ._allocator import unresolved_allocator
@@ -52,6 +53,16 @@ def _rows_of(reader: CensusReader) -> tuple:
     """The step-log rows this reader can fill (not the allocator's when it has none, ...)."""
     names = {m.name for m in reader.metrics}
     return tuple(row for row in _ROWS if row[0] in names)
+
+# Told the step of every record on every rank (the exit record's `note_step`, set by
+# yeto_otel.exits when this process keeps one): a store into memory, no system call.
+_step_hook: Callable[[object], None] | None = None
+
+
+def set_step_hook(hook: Callable[[object], None] | None) -> None:
+    global _step_hook
+    _step_hook = hook
+
 
 _reader: CensusReader | None = None
 _reader_settings: Settings | None = None  # the settings object it was last asked for
@@ -124,6 +135,9 @@ def add_census_to_step_log(record: dict, *, rank: int | None = None,
     on the query thread without waiting; one slower than YETO_OTEL_ALLOCATOR_TIMEOUT is
     abandoned and its fields are left out until it returns.
     """
+    step_hook = _step_hook
+    if step_hook is not None:  # on every rank: a rank that dies is reported at its step
+        step_hook(record.get("step"))
     if settings is None:
         settings = current_settings()
     if not settings.step_log_census or _sync_rank(rank, settings) != 0:

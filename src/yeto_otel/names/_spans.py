@@ -6,9 +6,12 @@ and docs/spans.md is generated from it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from . import _exit_names
+from ._exit_names import *  # noqa: F403  (the exit span is in the table too)
+from ._exit_names import RANK_EXIT
+from ._span_spec import Attr, EventSpec, SpanSpec
 
-__all__ = [
+__all__ = [*_exit_names.__all__,
     "ANCHORS_ANONYMOUS_DELTA",
     "ANCHORS_BYTES_MAPPED",
     "ANCHORS_BYTES_TOUCHED",
@@ -72,28 +75,6 @@ __all__ = [
     "TORCH_LOAD_MMAP",
     "TORCH_LOAD_PATH",
 ]
-
-
-@dataclass(frozen=True)
-class Attr:
-    name: str
-    type: str
-    description: str
-
-
-@dataclass(frozen=True)
-class EventSpec:
-    name: str
-    description: str
-    attributes: tuple[Attr, ...]
-
-
-@dataclass(frozen=True)
-class SpanSpec:
-    name: str
-    description: str
-    attributes: tuple[Attr, ...]
-    events: tuple[EventSpec, ...] = ()
 
 
 ANCHORS_PATH = Attr("yeto.anchors.path", "string", "Absolute path of the anchor file.")
@@ -352,4 +333,4 @@ SPANS: tuple[SpanSpec, ...] = (RESUME_ANCHORS, RESUME_ANCHORS_LOAD, TORCH_LOAD,
                                SAFETENSORS_LOAD_FILE, SAFETENSORS_LOAD, SAFETENSORS_SAFE_OPEN,
                                DCP_LOAD, DCP_LOAD_PLAN, DCP_LOAD_READ, DCP_SAVE, DCP_SAVE_PLAN,
                                DCP_SAVE_WRITE, DCP_ASYNC_SAVE, DCP_ASYNC_SAVE_UPLOAD,
-                               DEMO_STEP)
+                               RANK_EXIT, DEMO_STEP)

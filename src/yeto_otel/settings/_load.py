@@ -44,6 +44,7 @@ class Settings:
     exit_flush_timeout_ms: int = 3000
     exit_flush_on_signals: bool = False
     worker_load_spans: bool = False
+    exit_records: bool = True
     identity_owner: tuple[int | str | None, int] | None = None
     # Which launcher's variables named the rank (settings/_launchers.py), and whether the
     # environment says this is a rank without saying which (torch.distributed will).
@@ -111,6 +112,7 @@ _FIELDS = {
     "YETO_OTEL_EXIT_FLUSH_TIMEOUT": "exit_flush_timeout_ms",
     "YETO_OTEL_EXIT_FLUSH_ON_SIGNALS": "exit_flush_on_signals",
     "YETO_OTEL_WORKER_LOAD_SPANS": "worker_load_spans",
+    "YETO_OTEL_EXIT_RECORDS": "exit_records",
     IDENTITY_OWNER: "identity_owner",
     "YETO_OTEL_JOB_ID": "job_id",
 }

@@ -145,6 +145,16 @@ SETTINGS: tuple[Setting, ...] = (
         parse_on_off,
     ),
     Setting(
+        "YETO_OTEL_EXIT_RECORDS",
+        "on",
+        "`on`, `off`",
+        "`on`: every reporting process keeps an exit record in the lock directory (one page of "
+        "memory in `<YETO_OTEL_LOCK_DIR>/yeto-otel-<uid>/`, updated without a system call), so "
+        "that a rank that dies (OOM kill, SIGKILL) is reported once with its cause, phase, step "
+        "and memory (docs/faults.md, \"When a rank dies\"). `off`: no record, no report.",
+        parse_on_off,
+    ),
+    Setting(
         "YETO_DILOCO_HOST_MEM_CENSUS",
         "0",
         "`0` or `1`",

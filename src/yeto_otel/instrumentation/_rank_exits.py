@@ -1,0 +1,88 @@
+"""`RankExitInstrumentor`: each reporting process keeps an exit record, and a rank that dies is
+reported once with its cause, phase and step (`yeto_otel.exits`, docs/faults.md).
+
+    RankExitInstrumentor().instrument(tracer_provider=..., meter_provider=...)
+
+or, with no code change, `opentelemetry-instrument python train.py` (entry point
+`yeto_rank_exits`; `OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=yeto_rank_exits` or
+`YETO_OTEL_EXIT_RECORDS=off` turns it off). A launcher or a child keeps no record: only a rank
+or a plain process does.
+
+It registers the exits counter (cumulative, the deaths this process reported, by cause, phase
+and the dead process's rank: `yeto_otel.names`), whose collection is also the
+observer's tick: the process keeps its own record's memory and OOM kill counts current, and
+the host's elected process looks for dead records.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Collection, Sequence
+
+from opentelemetry import trace
+from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
+from opentelemetry.metrics import CallbackOptions, Observation, get_meter
+
+from ..exits import process_exits, start_exit_records
+from ..names import (EXIT_RANK, RANK_EXIT, EXITS_CAUSE_ATTRIBUTE, EXITS_COUNTER, EXITS_COUNTER_UNIT,
+                     EXITS_PHASE_ATTRIBUTE)
+from ..exits import PhaseSpanProcessor
+from ..otel import current_role, process_pipeline, rank_attributes
+from ..settings import current_settings
+from ..version import __version__
+
+__all__ = ["RankExitInstrumentor"]
+
+SCOPE = "yeto_otel.rank_exits"
+
+
+class RankExitInstrumentor(BaseInstrumentor):
+    _counter_registered = False
+
+    def instrumentation_dependencies(self) -> Collection[str]:
+        return ()
+
+    def _instrument(self, **kwargs: Any) -> None:
+        """Keyword arguments: `tracer_provider`, `meter_provider`; `settings`, `attributes`
+        and `proc_root` (for tests)."""
+        role = current_role()
+        if role is not None and not role.reports:
+            return  # a launcher or a child keeps no record
+        settings = kwargs.get("settings") or current_settings()
+        if not settings.exit_records:
+            return
+        pipeline = process_pipeline()
+        tracer_provider = kwargs.get("tracer_provider") or (
+            pipeline.tracer_provider if pipeline is not None else trace.get_tracer_provider())
+        meter_provider = kwargs.get("meter_provider") or (
+            pipeline.meter_provider if pipeline is not None else None)
+        attributes = kwargs.get("attributes") or rank_attributes() or {}
+        tracer = trace.get_tracer(SCOPE, __version__, tracer_provider)
+        exits = start_exit_records(settings, attributes, tracer,
+                                   proc_root=kwargs.get("proc_root", "/proc"))
+        if exits is None:
+            return
+        add = getattr(tracer_provider, "add_span_processor", None)
+        if add is not None:  # the SDK's provider (the API's proxy has none: no phases then)
+            add(PhaseSpanProcessor())
+        if not RankExitInstrumentor._counter_registered:
+            RankExitInstrumentor._counter_registered = True
+            get_meter(SCOPE, __version__, meter_provider).create_observable_counter(
+                EXITS_COUNTER, callbacks=[_collect], unit=EXITS_COUNTER_UNIT,
+                description=f"Deaths of ranks and plain processes this process reported "
+                            f"({RANK_EXIT.name} spans), by cause, phase and the dead rank.")
+
+    def _uninstrument(self, **kwargs: Any) -> None:
+        pass  # the record lives as long as the process: a death after this is still a death
+
+
+def _collect(_options: CallbackOptions) -> Sequence[Observation]:
+    exits = process_exits()
+    if exits is None:
+        return ()
+    try:
+        exits.collect()
+    except Exception:  # never into the SDK: the next collection looks again
+        pass
+    return [Observation(n, {EXITS_CAUSE_ATTRIBUTE: cause, EXITS_PHASE_ATTRIBUTE: phase,
+                            EXIT_RANK.name: rank})
+            for (cause, phase, rank), n in exits.observer.counts.items()]
