@@ -13,7 +13,9 @@ import pathlib
 import sys
 
 from yeto_otel.census import CENSUS, CENSUS_ERRORS, CGROUP_INFO, CensusMetric, Source
-from yeto_otel.names import LOAD_MODE_ATTRIBUTE, RESUME_METRICS, SPANS, prometheus_name_of
+from yeto_otel.names import (EXIT_RANK, EXITS_CAUSE_ATTRIBUTE, EXITS_COUNTER, EXITS_COUNTER_UNIT,
+                             EXITS_PHASE_ATTRIBUTE, LOAD_MODE_ATTRIBUTE, RANK_EXIT, RESUME_METRICS,
+                             SPANS, prometheus_name, prometheus_name_of)
 from yeto_otel.otel import (JOB_ATTRIBUTE, LAUNCH_PREFIX, LOCAL_RANK_ATTRIBUTE, RANK_ATTRIBUTE,
                             ROLE_ATTRIBUTE, WORKER_ID_ATTRIBUTE, WORLD_SIZE_ATTRIBUTE, Role)
 from yeto_otel.settings import OTEL_DEFAULTS, SETTINGS
@@ -265,6 +267,18 @@ Set when a resume's `load_resume_anchors` block ends (the same numbers as the
 """
 
 
+def _exits_section() -> str:
+    """The exits counter."""
+    prometheus = prometheus_name(EXITS_COUNTER, EXITS_COUNTER_UNIT, monotonic_counter=True)
+    return f"""## Rank exits
+
+| metric | in Prometheus | instrument | unit | meaning |
+|---|---|---|---|---|
+| `{EXITS_COUNTER}` | `{prometheus}` | observable counter | `{EXITS_COUNTER_UNIT}` | Deaths of ranks and plain processes this process reported, each with a `{RANK_EXIT.name}` span (docs/faults.md, "When a rank dies"): by `{EXITS_CAUSE_ATTRIBUTE}` (`oom_kill`, `signal`, `exit_code`, `unknown`), `{EXITS_PHASE_ATTRIBUTE}` (the innermost yeto span open, `step` or `start`) and `{EXIT_RANK.name}` (the dead rank; empty for a process without one). Exported by the process that reported them, from its first report on |
+
+"""
+
+
 def _prometheus_section() -> str:
     """How names translate to Prometheus."""
     return f"""## Names in Prometheus
@@ -285,7 +299,8 @@ def metrics_md() -> str:
     return "".join(section() for section in (
         _metrics_intro, _process_section, _semconv_section, _node_section, _cgroup_section,
         _allocator_section,
-        _errors_section, _resume_section, _prometheus_section, step_log_section))
+        _errors_section, _resume_section, _exits_section, _prometheus_section,
+        step_log_section))
 
 
 def settings_md() -> str:
