@@ -20,6 +20,7 @@ from dashboard_names import (CLUSTER, EXHAUSTION_HORIZON, FLOOR, FLOOR_RISE,
                              alert, host_series, legend, metric_name, net_rate, node_gauge,
                              rank_series, rate, recording_rule, worker_series)
 from panels_cgroup import cgroup_row, oom_kill_annotation
+from panels_exits import exits_row, rank_exits_annotation
 
 THRESHOLD_LEGEND = "alert threshold"
 NODE_LEAK = alert("YetoNodeAnonPagesLeak")
@@ -252,8 +253,8 @@ def host_memory_census() -> dashboard.Dashboard:
         "See docs/dashboards.md.",
         "now-6h")
     layout = Layout(builder)
-    for row in (_process_row, _node_row, cgroup_row, _alerts_row, _health_row, _allocator_row,
-                _worker_row):
+    for row in (_process_row, _node_row, cgroup_row, exits_row, _alerts_row, _health_row,
+                _allocator_row, _worker_row):
         row(layout)
     layout.finish()
-    return builder.annotation(oom_kill_annotation())
+    return builder.annotation(oom_kill_annotation()).annotation(rank_exits_annotation())

@@ -28,6 +28,7 @@ from dashboard_names import (CLUSTER, HOST_NAME_ATTRIBUTE, JOB, JOB_ID, LOAD_MOD
                              RANK_ATTRIBUTE, RANK_LEGEND, SERVICE_NAME_ATTRIBUTE, legend,
                              metric_name, node_gauge, rank_series, resource_attribute,
                              span_attribute)
+from panels_exits import rank_exits_annotation
 
 # Span names and attributes (docs/spans.md): the resume span first, then every checkpoint
 # load and save a rank's trainer makes (safetensors, DCP, torch.load).
@@ -254,8 +255,8 @@ def island_restart() -> dashboard.Dashboard:
     builder = base_dashboard(
         "Island restart", ISLAND_RESTART_UID,
         "What a restart's anchor resume cost each rank: bytes mapped vs touched, memory around "
-        "the restart (restarts marked), and the resume spans with the checkpoint loads and "
-        "saves beside them in Tempo or Jaeger. "
+        "the restart (restarts and rank exits marked), and the resume spans with the "
+        "checkpoint loads and saves beside them in Tempo or Jaeger. "
         "See docs/dashboards.md.",
         "now-3h")
     _add_island_variables(builder)
@@ -264,4 +265,4 @@ def island_restart() -> dashboard.Dashboard:
     _memory_row(layout)
     _trace_rows(layout)
     layout.finish()
-    return builder
+    return builder.annotation(rank_exits_annotation())

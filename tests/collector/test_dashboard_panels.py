@@ -179,8 +179,7 @@ def test_census_and_island_mark_restarts(dashboards):
 
 def test_census_marks_cgroup_oom_kills(census, island):
     others = [a for a in _prometheus_annotations(census) if "resets(" not in a["expr"]]
-    assert len(others) == 1
-    (kills,) = others
+    (kills,) = [a for a in others if "yeto_rank_exit_info" not in a["expr"]]
     assert kills["enable"] and not kills["hide"] and kills["iconColor"] == "red"
     # An observer's count that rose, or the cgroup's count above itself 5 minutes earlier (the
     # rank that took over from the killed one reports it), by cgroup: host and job, no rank.
@@ -188,7 +187,7 @@ def test_census_marks_cgroup_oom_kills(census, island):
     assert 'host_name_job:yeto_cgroup_memory_events_total:max{event="oom_kill",' in kills["expr"]
     assert "yeto_rank" not in kills["expr"]
     assert "{{host_name}}" in kills["textFormat"] and "{{job}}" in kills["textFormat"]
-    assert len(_prometheus_annotations(island)) == 1  # restarts only
+    assert len(_prometheus_annotations(island)) == 2  # restarts and rank exits
 
 
 def test_census_has_a_cgroup_row(census):
@@ -393,6 +392,8 @@ def test_restart_marks_ignore_workers(dashboards):
 HOST, JOB_ID = prometheus_label(HOST_NAME), prometheus_label(JOB_ATTRIBUTE)
 CLUSTER = prometheus_label("yeto.cluster")  # the agent inserts it (collector/agent.yaml)
 CGROUP_LEVEL = f"{HOST}_job"  # the cgroup rules: per host and job (docs/alerts.md)
+EXIT_INFO_METRIC, EXITS_METRIC = "yeto_rank_exit_info", "yeto_rank_exits_total"
+DEAD_JOB = prometheus_label("yeto.exit.job.id")
 
 
 def test_the_job_variable_filters_ranks_workers_and_cgroups_never_nodes(dashboards):
@@ -406,7 +407,11 @@ def test_the_job_variable_filters_ranks_workers_and_cgroups_never_nodes(dashboar
         for panel, target in prometheus_targets(dashboard):
             expr, metrics = target["expr"], names.metric_names(target["expr"])
             cgroup_rules = {m for m in metrics if m.startswith(f"{CGROUP_LEVEL}:")}
-            if _roles(expr) or cgroup_rules:
+            if metrics & {EXIT_INFO_METRIC, EXITS_METRIC}:
+                # a death is the dead process's job's; the counts are the host's reporters'
+                wanted = {EXIT_INFO_METRIC: f'{DEAD_JOB}=~"$job_id"', EXITS_METRIC: ""}
+                assert all(wanted[m] in expr for m in metrics), (name, panel["title"], expr)
+            elif _roles(expr) or cgroup_rules:
                 assert f'{JOB_ID}=~"$job_id"' in expr, (name, panel["title"], expr)
                 judged["job"] += 1
             elif metrics and metrics <= node_rules | node_gauges:

@@ -1,5 +1,5 @@
 """A trainer that the kernel OOM-kills in a chosen phase (run under `opentelemetry-instrument`,
-inside a memory cgroup of the test's, tests/e2e/test_rank_exits.py).
+inside a memory cgroup of the test's, tests/e2e/test_oom_kills.py).
 
     python dying_trainer.py <phase> <step> <work dir>
 

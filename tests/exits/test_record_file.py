@@ -62,7 +62,10 @@ def test_the_report_holds_the_last_record(tmp_path, provider, exporter):
         "yeto.exit.cause": "unknown", "yeto.exit.observer": "node"}
     assert span.start_time == report.slot.written_ns and span.end_time == report.seen_ns
     assert not span.status.is_ok
-    assert observer.counts == {("unknown", "dcp.save", "5"): 1}
+    assert observer.counts == {("unknown", "dcp.save"): 1}
+    assert observer.deaths == [{
+        "cause": "unknown", "phase": "dcp.save", "yeto.exit.rank": "5", "yeto.exit.job.id": "",
+        "yeto.exit.service.name": "", "yeto.exit.step": "41", "yeto.exit.process.pid": str(report.header.pid)}]
 
 
 def test_another_identitys_record_is_left_to_its_own(tmp_path):

@@ -7,7 +7,8 @@
 A sawtooth sampled every minute for hours is hundreds of values, one `a+bxn` run per tooth:
 too many to write by hand. The scenarios are declared minute by minute in the modules beside
 this script (scenarios_node.py, scenarios_rank.py, scenarios_workers.py,
-scenarios_exhaustion.py, scenarios_cgroup_oom.py, scenarios_cgroup_memory.py, made of
+scenarios_exhaustion.py, scenarios_cgroup_oom.py, scenarios_cgroup_memory.py, scenarios_exits.py,
+made of
 scenario_kit.py's and scenarios_cgroup_kit.py's shapes) and written by promtool_format.py in
 promtool's expanding notation
 (`a+bxn` is n+1 values, `_xn` is n missing samples, `stale` a staleness marker). The YAML is
@@ -34,6 +35,7 @@ from promtool_format import render_file  # noqa: E402
 from scenarios_cgroup_memory import headroom_cases, pressure_cases  # noqa: E402
 from scenarios_cgroup_oom import oom_cases  # noqa: E402
 from scenarios_exhaustion import exhaustion_cases  # noqa: E402
+from scenarios_exits import exit_cases  # noqa: E402
 from scenarios_node import node_cases  # noqa: E402
 from scenarios_rank import rank_cases  # noqa: E402
 from scenarios_workers import worker_cases  # noqa: E402
@@ -60,6 +62,8 @@ def main(argv: list[str] | None = None) -> int:
             headroom_cases()),
         "cgroup_pressure_test.yml": render_file(
             "YetoCgroupMemoryPressure and the cgroup's stall time.", pressure_cases()),
+        "rank_exits_test.yml": render_file(
+            "YetoRankOOMKilled and the deaths yeto_rank_exits_total reports.", exit_cases()),
     }
     return sync_generated({HERE / name: text for name, text in files.items()},
                           check=args.check,

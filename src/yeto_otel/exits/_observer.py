@@ -28,16 +28,17 @@ from typing import Callable
 from opentelemetry.trace import Status, StatusCode, Tracer
 
 from ..census import ForeignLockPath
-from ..names import (EXIT_ANONYMOUS, EXIT_CAUSE, EXIT_CGROUP_LIMIT, EXIT_CGROUP_USAGE,
+from ..names import (EXITS_CAUSE_ATTRIBUTE, EXITS_PHASE_ATTRIBUTE, EXIT_ANONYMOUS, EXIT_CAUSE, EXIT_CGROUP_LIMIT, EXIT_CGROUP_USAGE,
                      EXIT_CODE, EXIT_INSTANCE, EXIT_JOB, EXIT_OBSERVER, EXIT_PHASE, EXIT_PID,
-                     EXIT_RANK, EXIT_RECORD_AGE, EXIT_RSS, EXIT_SIGNAL, EXIT_STEP, EXIT_WHY,
+                     EXIT_RANK, EXIT_RECORD_AGE, EXIT_RSS, EXIT_SERVICE, EXIT_SIGNAL, EXIT_STEP,
+                     EXIT_WHY,
                      RANK_EXIT)
 from ._cause import ExitStatus, Rise, Verdict, decide
 from ._evidence import CgroupEvidence, NodeEvidence
 from ._layout import UNKNOWN, Header, RecordState, Slot
 from ._record_file import ClaimedRecord, claim_record, record_names
 
-__all__ = ["ExitObserver", "Observer", "ReportedExit"]
+__all__ = ["ExitObserver", "Observer", "ReportedExit", "exit_info_attributes"]
 
 _log = logging.getLogger(__name__)
 
@@ -76,9 +77,24 @@ def exit_attributes(report: ReportedExit) -> dict:
     attributes.update({attr.name: value for attr, value in optional if value >= 0})
     if header.job_id:
         attributes[EXIT_JOB.name] = header.job_id
+    if header.service_name:
+        attributes[EXIT_SERVICE.name] = header.service_name
     if verdict.signal:
         attributes[EXIT_SIGNAL.name] = verdict.signal
     return attributes
+
+
+def exit_info_attributes(report: ReportedExit) -> dict:
+    """One death's attributes on the per-death series: its cause and phase, and who died where
+    (rank, job, service, step, pid), so that each death is a series of its own wherever and
+    however often its reporter restarts."""
+    header, slot = report.header, report.slot
+    return {EXITS_CAUSE_ATTRIBUTE: report.verdict.cause.value,
+            EXITS_PHASE_ATTRIBUTE: report.phase,
+            EXIT_RANK.name: str(header.rank) if header.rank >= 0 else "",
+            EXIT_JOB.name: header.job_id, EXIT_SERVICE.name: header.service_name,
+            EXIT_STEP.name: str(slot.step) if slot.step >= 0 else "",
+            EXIT_PID.name: str(header.pid)}
 
 
 class ExitObserver:
@@ -93,7 +109,8 @@ class ExitObserver:
         self._node = node or NodeEvidence()
         self._on_report = on_report
         self._lock = threading.Lock()
-        self.counts: Counter = Counter()  # (cause, phase, rank) -> exits reported here
+        self.counts: Counter = Counter()  # (cause, phase) -> deaths reported here
+        self.deaths: list[dict] = []  # each death reported here (`exit_info_attributes`)
         self._said: set[str] = set()
 
     def look(self, observer: str = Observer.NODE, instance_id: str | None = None,
@@ -157,8 +174,8 @@ class ExitObserver:
         span.set_status(Status(StatusCode.ERROR, f"{report.verdict.cause.value}: "
                                                  f"{report.verdict.why}"))
         span.end(end_time=report.seen_ns)
-        rank = str(report.header.rank) if report.header.rank >= 0 else ""
-        self.counts[(report.verdict.cause.value, report.phase, rank)] += 1
+        self.counts[(report.verdict.cause.value, report.phase)] += 1
+        self.deaths.append(exit_info_attributes(report))
         _log.warning("yeto-otel: %s (pid %d) died in phase %s%s: %s (%s)",
                      report.header.instance_id, report.header.pid, report.phase,
                      f" at step {report.slot.step}" if report.slot.step >= 0 else "",

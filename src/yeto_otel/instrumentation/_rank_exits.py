@@ -8,8 +8,8 @@ or, with no code change, `opentelemetry-instrument python train.py` (entry point
 `YETO_OTEL_EXIT_RECORDS=off` turns it off). A launcher or a child keeps no record: only a rank
 or a plain process does.
 
-It registers the exits counter (cumulative, the deaths this process reported, by cause, phase
-and the dead process's rank: `yeto_otel.names`), whose collection is also the
+It registers the exits counter (the deaths this process reported, by cause and phase) and the
+per-death series (`yeto_otel.names`, docs/metrics.md); the counter's collection is also the
 observer's tick: the process keeps its own record's memory and OOM kill counts current, and
 the host's elected process looks for dead records.
 """
@@ -23,8 +23,8 @@ from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 from opentelemetry.metrics import CallbackOptions, Observation, get_meter
 
 from ..exits import process_exits, start_exit_records
-from ..names import (EXIT_RANK, RANK_EXIT, EXITS_CAUSE_ATTRIBUTE, EXITS_COUNTER, EXITS_COUNTER_UNIT,
-                     EXITS_PHASE_ATTRIBUTE)
+from ..names import (EXIT_INFO, EXITS_CAUSE_ATTRIBUTE, EXITS_COUNTER, EXITS_COUNTER_UNIT,
+                     EXITS_PHASE_ATTRIBUTE, RANK_EXIT)
 from ..exits import PhaseSpanProcessor
 from ..otel import current_role, process_pipeline, rank_attributes
 from ..settings import current_settings
@@ -66,13 +66,25 @@ class RankExitInstrumentor(BaseInstrumentor):
             add(PhaseSpanProcessor())
         if not RankExitInstrumentor._counter_registered:
             RankExitInstrumentor._counter_registered = True
-            get_meter(SCOPE, __version__, meter_provider).create_observable_counter(
+            meter = get_meter(SCOPE, __version__, meter_provider)
+            # The counter's callback looks first; the per-death series is read after it.
+            meter.create_observable_counter(
                 EXITS_COUNTER, callbacks=[_collect], unit=EXITS_COUNTER_UNIT,
                 description=f"Deaths of ranks and plain processes this process reported "
-                            f"({RANK_EXIT.name} spans), by cause, phase and the dead rank.")
+                            f"({RANK_EXIT.name} spans), by cause and phase.")
+            meter.create_observable_up_down_counter(
+                EXIT_INFO, callbacks=[_deaths], unit=EXITS_COUNTER_UNIT,
+                description="1 for each death this process reported, with the dead process's "
+                            "cause, phase, rank, job, service, step and pid.")
 
     def _uninstrument(self, **kwargs: Any) -> None:
         pass  # the record lives as long as the process: a death after this is still a death
+
+
+# (cause, phase) already exported at 0: a new series starts at 0 and counts its first death at
+# the next collection, so that Prometheus' increase() sees it (a series that appears at 1 has
+# no earlier sample to rise from).
+_started_at_zero: set[tuple[str, str]] = set()
 
 
 def _collect(_options: CallbackOptions) -> Sequence[Observation]:
@@ -83,6 +95,17 @@ def _collect(_options: CallbackOptions) -> Sequence[Observation]:
         exits.collect()
     except Exception:  # never into the SDK: the next collection looks again
         pass
-    return [Observation(n, {EXITS_CAUSE_ATTRIBUTE: cause, EXITS_PHASE_ATTRIBUTE: phase,
-                            EXIT_RANK.name: rank})
-            for (cause, phase, rank), n in exits.observer.counts.items()]
+    observations = []
+    for (cause, phase), n in list(exits.observer.counts.items()):
+        first = (cause, phase) not in _started_at_zero
+        _started_at_zero.add((cause, phase))
+        observations.append(Observation(0 if first else n, {EXITS_CAUSE_ATTRIBUTE: cause,
+                                                            EXITS_PHASE_ATTRIBUTE: phase}))
+    return observations
+
+
+def _deaths(_options: CallbackOptions) -> Sequence[Observation]:
+    exits = process_exits()
+    if exits is None:
+        return ()
+    return [Observation(1, attributes) for attributes in list(exits.observer.deaths)]

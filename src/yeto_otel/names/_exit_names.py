@@ -6,6 +6,7 @@ from __future__ import annotations
 from ._span_spec import Attr, SpanSpec
 
 __all__ = [
+    "EXIT_INFO",
     "EXITS_CAUSE_ATTRIBUTE",
     "EXITS_COUNTER",
     "EXITS_COUNTER_UNIT",
@@ -23,6 +24,7 @@ __all__ = [
     "EXIT_RANK",
     "EXIT_RECORD_AGE",
     "EXIT_RSS",
+    "EXIT_SERVICE",
     "EXIT_SIGNAL",
     "EXIT_STEP",
     "EXIT_WHY",
@@ -36,6 +38,7 @@ EXIT_INSTANCE = Attr("yeto.exit.service.instance.id", "string",
                      "The dead process's `service.instance.id`.")
 EXIT_PID = Attr("yeto.exit.process.pid", "int", "The dead process's pid.")
 EXIT_JOB = Attr("yeto.exit.job.id", "string", "The dead process's job (`yeto.job.id`).")
+EXIT_SERVICE = Attr("yeto.exit.service.name", "string", "The dead process's `service.name`.")
 EXIT_CAUSE = Attr("yeto.exit.cause", "string",
                   "`oom_kill`, `signal`, `exit_code` or `unknown`, decided from evidence "
                   "(docs/faults.md, \"When a rank dies\").")
@@ -71,13 +74,15 @@ RANK_EXIT = SpanSpec(
     "interpreter, or with an uncaught exception. Emitted once per death by whoever saw it "
     "first (`yeto.exit.observer`), under that process's own identity; it runs from the dead "
     "process's last record to the moment its death was seen. Status ERROR.",
-    (EXIT_RANK, EXIT_INSTANCE, EXIT_PID, EXIT_JOB, EXIT_CAUSE, EXIT_WHY, EXIT_SIGNAL, EXIT_CODE,
+    (EXIT_RANK, EXIT_INSTANCE, EXIT_PID, EXIT_JOB, EXIT_SERVICE, EXIT_CAUSE, EXIT_WHY, EXIT_SIGNAL, EXIT_CODE,
      EXIT_PHASE, EXIT_STEP, EXIT_ANONYMOUS, EXIT_RSS, EXIT_CGROUP_USAGE, EXIT_CGROUP_LIMIT,
      EXIT_RECORD_AGE, EXIT_OBSERVER))
 
-# The counter: deaths a process reported, by cause, phase and the dead rank (a string, empty for
-# a process without one).
+# The counter: deaths a process reported, by cause and phase. And one series per death, at 1,
+# with who died where (the dead process's rank, job, service, step and pid), which alerts read:
+# a new series whoever reported it and however often its reporter restarted.
 EXITS_COUNTER = "yeto.rank.exits"
 EXITS_COUNTER_UNIT = "{exit}"
+EXIT_INFO = "yeto.rank.exit.info"
 EXITS_CAUSE_ATTRIBUTE = "cause"
 EXITS_PHASE_ATTRIBUTE = "phase"

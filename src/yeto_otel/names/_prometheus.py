@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 
 from ..census import CENSUS, CENSUS_ERRORS, CensusMetric, Instrument
+from ._exit_names import EXIT_INFO, EXITS_COUNTER, EXITS_COUNTER_UNIT
 from ._resume_metrics import RESUME_METRICS, ResumeMetric
 
 __all__ = ["prometheus_name", "prometheus_name_of", "prometheus_label", "exported_metric_names"]
@@ -78,5 +79,9 @@ def prometheus_label(attribute_name: str) -> str:
 
 def exported_metric_names() -> dict[str, str]:
     """Prometheus name -> OpenTelemetry name, for every metric yeto-otel exports."""
-    return {prometheus_name_of(row): row.name
-            for row in (*CENSUS, CENSUS_ERRORS, *RESUME_METRICS)}
+    names = {prometheus_name_of(row): row.name
+             for row in (*CENSUS, CENSUS_ERRORS, *RESUME_METRICS)}
+    names[prometheus_name(EXITS_COUNTER, EXITS_COUNTER_UNIT, monotonic_counter=True)] = \
+        EXITS_COUNTER
+    names[prometheus_name(EXIT_INFO, EXITS_COUNTER_UNIT, monotonic_counter=False)] = EXIT_INFO
+    return names
