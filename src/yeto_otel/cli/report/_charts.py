@@ -18,7 +18,7 @@ from ._roster import Roster
 from ._steplog import steplog_chart
 from ._telemetry import Series, Telemetry
 from ._time_charts import panels_of, time_chart
-from ._timeline import timeline_spans
+from ._timeline import exit_spans, timeline_spans
 
 __all__ = ["CHART_IDS", "charts"]
 
@@ -119,7 +119,7 @@ def charts(data: Telemetry, roster: Roster | None = None) -> list[tuple[str, obj
     drawn = []
     process = panels_of(data, kinds=_LEVEL_KINDS, prefix=PROCESS_PREFIX,
                         declared=_PROCESS_PANELS, keep=ranks_only)
-    timeline = bool(timeline_spans(data))
+    timeline = bool(timeline_spans(data)) or bool(exit_spans(data))
     if process or timeline:
         drawn.append(("census-process", draw(process, timeline=timeline)))
     workers = _worker_panels(data, roster)

@@ -1,7 +1,9 @@
 """The span lanes under the process memory: one lane per rank with its restart spans and their
 fragment_done events and its checkpoint loads and saves (safetensors, DCP with its phases,
-torch.load), and under each rank a lane per DataLoader worker that had spans (its loads),
-drawn in a colour of their own so a worker's load never reads as its rank's."""
+torch.load), a ✖ where it died (a `yeto.rank.exit` span: on the dead rank's lane, whoever
+reported it, naming the cause, phase and step), and under each rank a lane per DataLoader
+worker that had spans (its loads), drawn in a colour of their own so a worker's load never
+reads as its rank's."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from ._names import FRAGMENT_EVENT, TIMELINE_SPANS, is_timeline_span
 from ._roster import Roster
 from ._telemetry import Telemetry
 
-__all__ = ["add_timeline", "timeline_height", "timeline_lanes", "timeline_spans",
+__all__ = ["add_timeline", "exit_spans", "timeline_height", "timeline_lanes", "timeline_spans",
            "timeline_title"]
 
 # The restart's own spans in blues; safetensors loads in reds, DCP loads and their phases in
@@ -39,6 +41,12 @@ def timeline_spans(data: Telemetry) -> list[tuple[str, Span]]:
     return [(i, s) for i, s in data.spans if is_timeline_span(s.name)]
 
 
+def exit_spans(data: Telemetry) -> list[tuple[str, Span]]:
+    """(the dead process's identity, its exit span): the dead one's lane, not its reporter's."""
+    return [(str(s.attributes.get(names.EXIT_INSTANCE.name) or i), s) for i, s in data.spans
+            if s.name == names.RANK_EXIT.name]
+
+
 def timeline_lanes(data: Telemetry, roster: Roster) -> list[str]:
     """The lane names, top to bottom: every rank, each followed by its workers that had spans
     on the timeline."""
@@ -47,7 +55,8 @@ def timeline_lanes(data: Telemetry, roster: Roster) -> list[str]:
     for rank in roster.ranks:
         lanes.append(roster.label(rank))
         lanes += [roster.label(w) for w in roster.workers[rank] if w in with_spans]
-    return lanes
+    # a rank that died before its first export has no files of its own: a lane of its own
+    return lanes + sorted({roster.label(i) for i, _ in exit_spans(data)} - set(lanes))
 
 
 def timeline_title(roster: Roster) -> str:
@@ -93,9 +102,38 @@ def add_timeline(go, fig, data: Telemetry, row: int, roster: Roster, lanes: list
                         line=dict(width=1, color="white")),
             hovertext=[_fragment_hover(roster, *item) for item in events], hoverinfo="text"),
             row=row, col=1)
+    _add_exits(go, fig, exit_spans(data), row, roster)
     # lanes top to bottom in rank order (a category axis counts from the bottom)
     fig.update_yaxes(type="category", categoryorder="array", categoryarray=lanes[::-1],
                      row=row, col=1)
+
+
+_EXIT_COLORS = {"oom_kill": "#cb181d"}  # the rest in dark grey
+
+
+def _add_exits(go, fig, exits: list[tuple[str, Span]], row: int, roster: Roster) -> None:
+    """A ✖ at each death's last record (when it was last seen alive), on its rank's lane."""
+    if not exits:
+        return
+    fig.add_trace(go.Scatter(
+        x=[when(s.start_ns) for _, s in exits], y=[roster.label(i) for i, _ in exits],
+        mode="markers+text", name="rank exit", legendgroup="spans",
+        text=[_exit_text(s) for _, s in exits], textposition="middle right",
+        textfont=dict(size=10, color="#67000d"),
+        marker=dict(symbol="x", size=13, line=dict(width=1, color="white"),
+                    color=[_EXIT_COLORS.get(s.attributes.get(names.EXIT_CAUSE.name),
+                                            "#525252") for _, s in exits]),
+        hovertext=[_span_hover(roster, i, s) for i, s in exits], hoverinfo="text"),
+        row=row, col=1)
+
+
+def _exit_text(span: Span) -> str:
+    """`oom_kill in dcp.save.write at step 4812`."""
+    attributes = span.attributes
+    step = attributes.get(names.EXIT_STEP.name)
+    return (f"{attributes.get(names.EXIT_CAUSE.name, '?')} in "
+            f"{attributes.get(names.EXIT_PHASE.name, '?')}"
+            + (f" at step {step}" if step is not None else ""))
 
 
 def _span_hover(roster: Roster, instance: str, span: Span) -> str:
