@@ -34,6 +34,8 @@ def _metric_row(m: CensusMetric) -> str:
         source = "the census itself"
     elif m.sample_age:
         source = f"{m.source.value}: the age of its last read"
+    elif m.derived:
+        source = m.derived
     else:
         source = f"{m.source.value} `{m.field}`"
     return (f"| `{m.name}` | `{prometheus_name_of(m)}` | {m.instrument.value} | `{m.unit}` | "

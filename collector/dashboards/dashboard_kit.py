@@ -26,7 +26,7 @@ with warnings.catch_warnings():
     from grafana_foundation_sdk.cog.encoder import JSONEncoder  # noqa: F401
     from grafana_foundation_sdk.models import tempo as tempo_model  # noqa: F401
 
-from yeto_otel.census import RSS, RSS_PEAK
+from yeto_otel.census import RSS, UPTIME
 
 from dashboard_names import (CLUSTER, HOST, HOST_NAME_ATTRIBUTE, JOB_ATTRIBUTE_NAME, JOB_ID, RANK,
                              legend, metric_name, rank_series)
@@ -241,12 +241,14 @@ def prometheus_variables() -> list[Any]:
     ]
 
 
-RESTARTS_EXPR = f"count by ({CLUSTER}, {HOST}) (resets({rank_series(RSS_PEAK)}[5m]) > 0)"
+RESTARTS_EXPR = f"count by ({CLUSTER}, {HOST}) (resets({rank_series(UPTIME)}[5m]) > 0)"
 
 
 def restart_annotation() -> dashboard.AnnotationQuery:
-    # VmHWM only falls when a new process takes the rank's place (instance is stable across
-    # restarts). The 5m window must hold two exports; the mark starts at the restart.
+    # A process's uptime falls only when a new process takes the rank's place (instance is
+    # stable across restarts). Not VmHWM: the kernel's approximate per-CPU RSS counters let it
+    # fall by a few pages within one process. The 5m window must hold two exports; the mark
+    # starts at the restart.
     return (dashboard.AnnotationQuery().name("Rank restarts").datasource(PROMETHEUS)
             .enable(True).hide(False).icon_color("orange").expr(RESTARTS_EXPR).step("60s")
             .title_format("Rank restart").text_format(f"{legend(HOST)} ({legend(CLUSTER)})")

@@ -25,10 +25,11 @@ NODE_AVAILABLE = "yeto.node.memory.available"
 NODE_ANON = "yeto.node.memory.anon_pages"
 USAGE = "process.memory.usage"  # the semantic conventions' names, on by default
 VIRTUAL = "process.memory.virtual"
-PROCESS_NAMES = {RSS, RSS_PEAK, ANON, PRIVATE_DIRTY, SMAPS_AGE, USAGE, VIRTUAL}
+UPTIME = "yeto.process.uptime"  # the process's own (whatever the proc root), with its status
+PROCESS_NAMES = {RSS, RSS_PEAK, ANON, PRIVATE_DIRTY, SMAPS_AGE, USAGE, VIRTUAL, UPTIME}
 NODE_NAMES = {NODE_AVAILABLE, NODE_ANON}
 BY_SOURCE = {
-    "status": {RSS, RSS_PEAK, ANON, USAGE, VIRTUAL},
+    "status": {RSS, RSS_PEAK, ANON, USAGE, VIRTUAL, UPTIME},
     "smaps_rollup": {PRIVATE_DIRTY, SMAPS_AGE},
     "meminfo": {NODE_AVAILABLE, NODE_ANON},
 }

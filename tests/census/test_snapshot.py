@@ -10,7 +10,7 @@ import os
 import pytest
 
 from snapshot_testkit import (ALLOC, ANON, COLLECTIONS, FIXTURES, KB, NODE_ANON, NODE_AVAILABLE,
-                              NODE_NAMES, PRIVATE_DIRTY, PROCESS_NAMES, RSS, RSS_PEAK, SMAPS_AGE,
+                              NODE_NAMES, PRIVATE_DIRTY, PROCESS_NAMES, RSS, RSS_PEAK, SMAPS_AGE, UPTIME,
                               USAGE, VIRTUAL, BY_SOURCE,
                               assert_fault_rule, census_warnings, copy_root, fake_source,
                               reader_for, take_several)
@@ -32,9 +32,11 @@ EXPECTED_KB = {
 def test_exact_values_from_real_fixtures(variant, caplog):
     reader = reader_for(FIXTURES / variant)
     snap = reader.take()
-    assert {name: q.value for name, q in snap.values.items() if name != SMAPS_AGE} == \
+    assert {name: q.value for name, q in snap.values.items()
+            if name not in (SMAPS_AGE, UPTIME)} == \
         {name: kb * KB for name, kb in EXPECTED_KB[variant].items()}
     assert 0 <= snap[SMAPS_AGE].value < 60  # read just now, in this take
+    assert 0 < snap[UPTIME].value < 24 * 3600  # this process's (the test's) own
     assert reader.ledger.counts() == {}
     assert census_warnings(caplog) == []
 
@@ -143,7 +145,8 @@ def test_faulty_fixtures(variant, present_kb, faulty, caplog):
     settable.stats = HostAllocatorStandIn.flat_stats(current=7, peak=9, allocated=11, freed=4)
     snaps = take_several(reader)  # does not raise
     for snap in snaps:
-        got = {name: q.value for name, q in snap.values.items() if not name.startswith(ALLOC)}
+        got = {name: q.value for name, q in snap.values.items()
+               if not name.startswith(ALLOC) and name != UPTIME}
         assert got == {name: kb * KB for name, kb in present_kb.items()}
         assert snap[ALLOC + "active_bytes.current"].value == 7  # the other source is intact
     assert_fault_rule(caplog, reader, snaps, faulty)

@@ -3,7 +3,8 @@
 import pytest
 
 from yeto_otel.census import CENSUS, CENSUS_ERRORS
-from yeto_otel.names import exported_metric_names, prometheus_label, prometheus_name
+from yeto_otel.names import (EXIT_INFO, EXITS_COUNTER, exit_metric_names, exported_metric_names,
+                             prometheus_label, prometheus_name)
 from yeto_otel.names import LOAD_MODE_ATTRIBUTE, RESUME_METRICS
 
 
@@ -37,8 +38,11 @@ def test_translation_rules(otel, unit, counter, expected):
 
 def test_every_exported_metric_has_one_distinct_name():
     names = exported_metric_names()
-    assert len(names) == len(CENSUS) + 1 + len(RESUME_METRICS)
-    assert set(names.values()) == {m.name for m in (*CENSUS, CENSUS_ERRORS, *RESUME_METRICS)}
+    exits = exit_metric_names()
+    assert len(names) == len(CENSUS) + 1 + len(RESUME_METRICS) + len(exits)
+    assert set(names.values()) == {m.name for m in (*CENSUS, CENSUS_ERRORS, *RESUME_METRICS)} \
+        | {EXITS_COUNTER, EXIT_INFO}
+    assert exits == {"yeto_rank_exits_total": EXITS_COUNTER, "yeto_rank_exit_info": EXIT_INFO}
     assert names["yeto_node_memory_anon_pages_bytes"] == "yeto.node.memory.anon_pages"
     assert names["yeto_resume_anchors_bytes_mapped"] == "yeto.resume.anchors.bytes_mapped"
     assert names["process_memory_usage_bytes"] == "process.memory.usage"
@@ -48,7 +52,8 @@ def test_every_exported_metric_has_one_distinct_name():
     assert totals == {n for n, otel in names.items()
                       if otel == CENSUS_ERRORS.name or otel.endswith((".allocated", ".freed"))
                       or otel.endswith(("num_host_alloc", "num_host_free"))
-                      or otel in ("yeto.cgroup.memory.events", "yeto.cgroup.memory.pressure")}
+                      or otel in ("yeto.cgroup.memory.events", "yeto.cgroup.memory.pressure",
+                                  EXITS_COUNTER)}
     assert names["yeto_cgroup_memory_limit_bytes"] == "yeto.cgroup.memory.limit"
     assert names["yeto_cgroup_memory_peak_bytes"] == "yeto.cgroup.memory.peak"
 

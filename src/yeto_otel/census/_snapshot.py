@@ -32,12 +32,12 @@ from ..settings import Settings
 from ._allocator import AllocatorSource, GaugeEvidence, read_allocator_stats, resolve_allocator
 from ._bounded_call import CallFailed, CallPending, CallTimedOut
 from ._budgeted_read import BudgetedRead, Clock, shared_budgeted_read
-from ._table import CENSUS, SMAPS_ROLLUP_AGE, CensusMetric, Source
+from ._table import CENSUS, SMAPS_ROLLUP_AGE, UPTIME, CensusMetric, Source
 from ._cgroup import CgroupCensus
 from ._duty import DUTY_ERROR_SOURCE
 from ._fault_ledger import FaultLedger
 from ._node_duty import NodeDuty, node_duty_key
-from ..proc import ProcFile, ProcReadError, parse_kb_fields
+from ..proc import ProcFile, ProcReadError, parse_kb_fields, process_uptime_s
 from ._quantity import Kind, Quantity
 
 __all__ = ["CensusReader", "CensusSnapshot"]
@@ -112,7 +112,8 @@ class CensusReader:
         self._files: dict[Source, tuple[ProcFile, dict[bytes, str]]] = {}
         for source, relative in _PROC_SOURCES.items():
             wanted: dict[bytes, str] = {}
-            for m in [m for m in self.metrics if m.source is source and not m.sample_age]:
+            for m in [m for m in self.metrics
+                      if m.source is source and not m.sample_age and not m.derived]:
                 first = wanted.setdefault(m.field.encode(), m.name)
                 if first != m.name:
                     self._twins[first] = (*self._twins.get(first, ()), m.name)
@@ -130,6 +131,7 @@ class CensusReader:
             self._smaps = shared_budgeted_read((proc_file.path, tuple(wanted)),
                                                percent=smaps_budget_percent, clock=clock)
         self._allocator_metrics = tuple(m for m in self.metrics if m.source is Source.ALLOCATOR)
+        self._uptime = UPTIME in self.metrics
 
     @classmethod
     def from_settings(cls, settings: Settings, *, node_metrics: bool | None = None,
@@ -180,6 +182,9 @@ class CensusReader:
         own = self._files.get(Source.STATUS)
         if own is not None:
             self._read_proc(Source.STATUS, *own, values)
+        if self._uptime and values:  # with the process's status, as the row says
+            values[UPTIME.name] = Quantity(UPTIME.name, process_uptime_s(), UPTIME.kind,
+                                           UPTIME.unit)
         now = self.clock()
         shared = self._shared
         if shared is None or now - shared.taken_ns >= self._shared_refresh_ns:

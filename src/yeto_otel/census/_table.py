@@ -38,6 +38,7 @@ __all__ = [
     "RSS_PEAK",
     "SMAPS_ROLLUP_AGE",
     "STEP_LOG_ALLOCATOR_PREFIX",
+    "UPTIME",
     "allocator_metric",
     "gauge_flag_key",
     "ALLOCATOR_STATS",
@@ -103,6 +104,8 @@ class CensusMetric:
     # Not a field of its source: how old the source's last read is (a source read within a
     # budget), observed whenever that read's values are.
     sample_age: bool = False
+    # Not a field of its source either: computed, as this says (observed with the source).
+    derived: str = ""
 
     @property
     def instrument(self) -> Instrument:
@@ -173,8 +176,17 @@ PROCESS_MEMORY_VIRTUAL = CensusMetric(
     "every mapping of the process, touched or not (reserved address space included).", "",
     semconv=True)
 
-_PROCESS_AND_NODE = (RSS, RSS_PEAK, ANONYMOUS, PRIVATE_DIRTY, SMAPS_ROLLUP_AGE, NODE_AVAILABLE,
-                     NODE_ANON_PAGES, PROCESS_MEMORY_USAGE, PROCESS_MEMORY_VIRTUAL)
+UPTIME = CensusMetric(
+    "yeto.process.uptime", Source.STATUS, "", Kind.AGE, "s",
+    "How long this process has been running (the semantic conventions' `process.uptime`): "
+    "seconds since its start (/proc/self/stat), on the boot clock. It falls only when a new "
+    "process takes the rank's place, whatever its memory does: what marks a restart "
+    "(`resets()` of it). Observed with /proc/self/status.", "",
+    derived="the process's start (/proc/self/stat, read once), on the boot clock")
+
+_PROCESS_AND_NODE = (RSS, RSS_PEAK, ANONYMOUS, PRIVATE_DIRTY, SMAPS_ROLLUP_AGE, UPTIME,
+                     NODE_AVAILABLE, NODE_ANON_PAGES, PROCESS_MEMORY_USAGE,
+                     PROCESS_MEMORY_VIRTUAL)
 
 # The process's own memory cgroup (v2, or v1's memory hierarchy): the limit that really kills
 # a rank, long before the node runs out. One process per cgroup observes these (the 8 ranks of

@@ -25,7 +25,8 @@ from ..census import CENSUS, CENSUS_ERRORS, CensusMetric, Instrument
 from ._exit_names import EXIT_INFO, EXITS_COUNTER, EXITS_COUNTER_UNIT
 from ._resume_metrics import RESUME_METRICS, ResumeMetric
 
-__all__ = ["prometheus_name", "prometheus_name_of", "prometheus_label", "exported_metric_names"]
+__all__ = ["prometheus_name", "prometheus_name_of", "prometheus_label", "exit_metric_names",
+           "exported_metric_names"]
 
 # The subset of the compatibility spec's unit table that OpenTelemetry units of this kind use.
 _UNIT_WORDS = {
@@ -77,11 +78,17 @@ def prometheus_label(attribute_name: str) -> str:
     return "key_" + label if label[:1].isdigit() else label
 
 
+def exit_metric_names() -> dict[str, str]:
+    """Prometheus name -> OpenTelemetry name of the metrics a process exports only once it has
+    reported a death (docs/faults.md, "When a rank dies")."""
+    return {prometheus_name(EXITS_COUNTER, EXITS_COUNTER_UNIT, monotonic_counter=True):
+            EXITS_COUNTER,
+            prometheus_name(EXIT_INFO, EXITS_COUNTER_UNIT, monotonic_counter=False): EXIT_INFO}
+
+
 def exported_metric_names() -> dict[str, str]:
     """Prometheus name -> OpenTelemetry name, for every metric yeto-otel exports."""
     names = {prometheus_name_of(row): row.name
              for row in (*CENSUS, CENSUS_ERRORS, *RESUME_METRICS)}
-    names[prometheus_name(EXITS_COUNTER, EXITS_COUNTER_UNIT, monotonic_counter=True)] = \
-        EXITS_COUNTER
-    names[prometheus_name(EXIT_INFO, EXITS_COUNTER_UNIT, monotonic_counter=False)] = EXIT_INFO
+    names.update(exit_metric_names())
     return names

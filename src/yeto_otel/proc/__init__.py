@@ -11,7 +11,7 @@ from ._cgroup_memory import (UNLIMITED_FROM, CgroupReading, MemoryCgroupFiles, p
                              parse_pressure_totals, parse_single_value)
 from ._files import (ProcFile, ProcReadError, parse_kb_fields, read_anonymous_bytes, read_kb_fields,
                      read_raw_field)
-from ._process_start import process_start_ns
+from ._process_start import process_start_ns, process_started_after_boot_s, process_uptime_s
 from ._advice import advise_random_access, advise_will_need, evict_from_page_cache
 from ._residency import PAGE_SIZE, FileMapping, Residency, ResidencyProbe
 
@@ -32,6 +32,8 @@ __all__ = [
     "parse_single_value",
     "PAGE_SIZE",
     "process_start_ns",
+    "process_started_after_boot_s",
+    "process_uptime_s",
     "FileMapping",
     "ProcFile",
     "ProcReadError",
