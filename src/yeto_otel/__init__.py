@@ -2,7 +2,7 @@
 
 The public API is what this module exports (`__all__`); docs/api.md shows each name with an
 example. The subpackages are the product's rooms (proc, census, anchors, names, otel,
-instrumentation, cli): their modules are private, and what one room offers the others may
+instrumentation, exits, settings, cli): their modules are private, and what one room offers the others may
 change without notice. `yeto_otel.anchors`, `yeto_otel.instrumentation` and
 `yeto_otel.testing` are public import paths too.
 
@@ -24,6 +24,8 @@ _FACES = {
     "TorchLoadInstrumentor": "instrumentation",
     "SafetensorsInstrumentor": "instrumentation",
     "DcpInstrumentor": "instrumentation",
+    "RankExitInstrumentor": "instrumentation",
+    "note_step": "exits",
     "add_census_to_step_log": "census",
     "CensusReader": "census",
     "CensusSnapshot": "census",
@@ -63,7 +65,9 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
                           save_resume_anchors)
     from .census import (CensusReader, CensusSnapshot, HostCacheReleasePolicy, Kind, Quantity,
                          ReleaseDecision, add_census_to_step_log)
+    from .exits import note_step
     from .instrumentation import (DataLoaderWorkerInstrumentor, DcpInstrumentor,
-                                  HostMemoryInstrumentor, TorchLoadInstrumentor)
+                                  HostMemoryInstrumentor, RankExitInstrumentor,
+                                  TorchLoadInstrumentor)
     from .otel import configure_telemetry
     from .settings import Settings, SettingsError, load_settings
