@@ -102,7 +102,9 @@ def test_one_rank_oom_killed_in_a_torchrun_job_is_the_only_oom(tmp_path, request
     killed, stopped = spans[1], spans[0]
     assert (killed["yeto.exit.cause"], killed["yeto.exit.phase"], killed["yeto.exit.step"]) == (
         "oom_kill", "step", 9)
-    assert stopped["yeto.exit.cause"] != "oom_kill"
+    # the instrumented torchrun wrote each worker's exit status into its record
+    assert killed["yeto.exit.signal"] == "SIGKILL"
+    assert (stopped["yeto.exit.cause"], stopped["yeto.exit.signal"]) == ("signal", "SIGTERM")
     assert stopped["yeto.exit.step"] >= 9
     # seen when torchrun restarted the ranks, not a collection interval later
     assert {s["yeto.exit.observer"] for s in spans.values()} <= {"next_launch", "node"}

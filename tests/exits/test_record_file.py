@@ -12,7 +12,7 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from record_children import OBSERVER, OWNER, start
 from yeto_otel.census._lock_files import private_lock_dir
-from yeto_otel.exits import ExitObserver, RecordState
+from yeto_otel.exits import ExitObserver, RecordState, note_exit_status
 from yeto_otel.exits._record_file import claim_record, record_names
 
 
@@ -92,3 +92,16 @@ def test_a_fifo_at_a_record_name_is_refused_not_waited_on(tmp_path, caplog):
     assert observer.look() == [] and observer.look() == []
     said = [r for r in caplog.records if "cannot look at exit records" in r.getMessage()]
     assert len(said) == 1 and "a FIFO" in said[0].getMessage()
+
+
+def test_an_exit_status_its_parent_wrote_decides_the_cause(tmp_path):
+    owner = start(OWNER, str(tmp_path), "host/rank-5")
+    os.kill(owner.pid, signal.SIGTERM)
+    status = owner.wait(timeout=30)
+    assert status == -signal.SIGTERM
+    # the parent (a launcher, here the test) saw it, and says so in the record
+    assert note_exit_status(str(tmp_path), os.geteuid(), owner.pid, -status, 0)
+    assert not note_exit_status(str(tmp_path), os.geteuid(), owner.pid + 10**6, 9, 0)
+    (report,) = ExitObserver(str(tmp_path), TracerProvider().get_tracer("t")).look()
+    assert (report.verdict.cause.value, report.verdict.signal) == ("signal", "SIGTERM")
+    assert "parent saw it killed by SIGTERM" in report.verdict.why

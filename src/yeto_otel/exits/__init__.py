@@ -8,8 +8,9 @@ from ._layout import Header, RecordState, Slot
 from ._observer import ExitObserver, Observer, ReportedExit
 from ._phase import PHASE_SPANS, PhaseSpanProcessor
 from ._process_exits import ProcessExits, note_step, process_exits, start_exit_records
+from ._record_file import note_exit_status
 from ._recorder import BEFORE_FIRST_STEP, BETWEEN_SPANS, ExitRecorder
 
 __all__ = ["BEFORE_FIRST_STEP", "BETWEEN_SPANS", "Cause", "ExitObserver", "ExitRecorder",
            "ExitStatus", "Header", "Observer", "PHASE_SPANS", "PhaseSpanProcessor", "ProcessExits", "RecordState", "ReportedExit",
-           "Slot", "Verdict", "decide", "note_step", "process_exits", "start_exit_records"]
+           "Slot", "Verdict", "decide", "note_exit_status", "note_step", "process_exits", "start_exit_records"]

@@ -91,9 +91,12 @@ def decide(cgroup: Rise | None, node: Rise | None, status: ExitStatus | None = N
         return Verdict(Cause.OOM_KILL, signal_name(signals.SIGKILL) if status else None,
                        why=oom)
     if status is not None and status.signal is not None:
-        return Verdict(Cause.SIGNAL, signal_name(status.signal), why="exit status")
+        return Verdict(Cause.SIGNAL, signal_name(status.signal),
+                       why=f"its parent saw it killed by {signal_name(status.signal)}"
+                           + (" with no OOM kill counted" if killed else ""))
     if status is not None and status.code:
-        return Verdict(Cause.EXIT_CODE, code=status.code, why="exit status")
+        return Verdict(Cause.EXIT_CODE, code=status.code,
+                       why=f"its parent saw it exit with {status.code}")
     return Verdict(Cause.UNKNOWN, why=_why_unknown(cgroup, node))
 
 

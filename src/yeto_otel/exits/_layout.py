@@ -8,6 +8,8 @@ One page, in a file the process keeps mapped for its whole life (`_record_file`)
                   was being written is no record)
     [1024, 2048)  slot 0    the latest values, written in turn: slot n % 2 for the n-th update
     [2048, 3072)  slot 1
+    [3072, 3096)  the exit status, written by the process's parent when it saw it end (an
+                  instrumented launcher: torchrun), `ready` last; never by the process itself
 
 A slot is written as a sequence lock: its counter is made odd, the values are written, the
 counter is made even (2 n + 2 for the n-th update). A reader takes the slot with the highest
@@ -26,7 +28,8 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 __all__ = ["HEADER", "RECORD_SIZE", "SLOT", "SLOT_OFFSETS", "Header", "RecordState", "Slot",
-           "UNKNOWN", "decode_text", "read_header", "read_latest_slot", "write_header",
+           "UNKNOWN", "decode_text", "read_exit_status", "read_header", "read_latest_slot",
+           "write_exit_status", "write_header",
            "write_slot", "write_slot_values"]
 
 MAGIC = b"YETOEXIT"
@@ -117,6 +120,24 @@ def read_header(buffer) -> Header | None:
     return Header(pid, rank, local_rank, world_size, launch_count, process_start, record_start,
                   decode_text(instance), decode_text(job), decode_text(service),
                   decode_text(cgroup_dir), cgroup_version)
+
+
+# magic, ready, signal (0: none), exit code
+_STATUS = struct.Struct("<8sIii")
+_STATUS_OFFSET = 3072
+_STATUS_MAGIC = b"YETOSTAT"
+
+
+def write_exit_status(buffer, signal: int, code: int) -> None:
+    """What the parent saw: killed by `signal` (a number, 0 for none) or exited with `code`."""
+    _STATUS.pack_into(buffer, _STATUS_OFFSET, _STATUS_MAGIC, 0, signal, code)
+    struct.pack_into("<I", buffer, _STATUS_OFFSET + 8, 1)
+
+
+def read_exit_status(buffer) -> tuple[int, int] | None:
+    """(signal, code) as the parent wrote it, None when none was written (or not whole)."""
+    magic, ready, signal, code = _STATUS.unpack_from(buffer, _STATUS_OFFSET)
+    return (signal, code) if magic == _STATUS_MAGIC and ready == 1 else None
 
 
 def write_slot(buffer, update: int, slot: Slot) -> None:

@@ -154,7 +154,8 @@ class ExitObserver:
                 cgroup = Rise(slot.cgroup_oom_kills, cgroup_now[header.cgroup_dir],
                               in_cgroup[header.cgroup_dir])
             node = Rise(slot.node_oom_kills, node_now, on_node)
-            report = ReportedExit(header, slot, decide(cgroup, node, status), seen_ns, observer)
+            seen = _parent_saw(record) or status
+            report = ReportedExit(header, slot, decide(cgroup, node, seen), seen_ns, observer)
             self._report(report)
             record.finish(mark_reported=True)
             reports.append(report)
@@ -187,6 +188,14 @@ class ExitObserver:
         if message not in self._said:
             self._said.add(message)
             _log.error("yeto-otel: %s", message)
+
+
+def _parent_saw(record: ClaimedRecord) -> ExitStatus | None:
+    """The exit status the dead process's parent wrote into its record (a launcher's)."""
+    if record.exit_status is None:
+        return None
+    signal, code = record.exit_status
+    return ExitStatus(signal=signal) if signal else ExitStatus(code=code)
 
 
 def _below(before: int, now: int | None) -> bool:

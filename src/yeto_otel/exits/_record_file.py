@@ -30,11 +30,11 @@ import os
 from dataclasses import dataclass, replace
 
 from ..census import open_lock_file, private_file_names, private_lock_dir
-from ._layout import (RECORD_SIZE, Header, RecordState, Slot, read_header, read_latest_slot,
-                      write_slot)
+from ._layout import (RECORD_SIZE, Header, RecordState, Slot, read_exit_status, read_header,
+                      read_latest_slot, write_exit_status, write_slot)
 
 __all__ = ["ClaimedRecord", "OwnedRecord", "RECORD_PREFIX", "claim_record", "identity_digest",
-           "record_names"]
+           "note_exit_status", "record_names"]
 
 RECORD_PREFIX = "exit-"
 _SUFFIX = ".rec"
@@ -111,6 +111,7 @@ class ClaimedRecord:
     slot: Slot | None
     _fd: int
     _buffer: mmap.mmap
+    exit_status: tuple[int, int] | None = None  # (signal, code) its parent wrote, if any
 
     def finish(self, mark_reported: bool) -> None:
         """Mark it reported (when it was reported) and remove it; let go of the lock."""
@@ -154,7 +155,33 @@ def claim_record(lock_dir: str, euid: int, name: str) -> ClaimedRecord | None:
         buffer.close()
         os.close(fd)
         return None
-    return ClaimedRecord(path, header, read_latest_slot(buffer), fd, buffer)
+    return ClaimedRecord(path, header, read_latest_slot(buffer), fd, buffer,
+                         read_exit_status(buffer))
+
+
+def note_exit_status(lock_dir: str, euid: int, pid: int, signal: int, code: int) -> bool:
+    """Write into the record of the dead process `pid` how it ended (its parent saw it:
+    `signal` 0 for none), without taking its lock: whoever reports it reads it there. False
+    when it has no record (it kept none, exited normally, or was reported already)."""
+    prefix = f"{RECORD_PREFIX}{pid}-"
+    names = [n for n in record_names(lock_dir, euid) if n.startswith(prefix)
+             and n.endswith(_SUFFIX)]
+    directory = private_lock_dir(lock_dir, euid)
+    for name in names:
+        try:
+            fd = open_lock_file(directory, name, euid, writable=True, create=False)
+        except FileNotFoundError:
+            continue
+        try:
+            with mmap.mmap(fd, RECORD_SIZE, mmap.MAP_SHARED,
+                           mmap.PROT_READ | mmap.PROT_WRITE) as buffer:
+                write_exit_status(buffer, signal, code)
+        except (OSError, ValueError):
+            continue
+        finally:
+            os.close(fd)
+        return True
+    return False
 
 
 def _remove(path: str) -> None:

@@ -16,6 +16,7 @@ the host's elected process looks for dead records.
 
 from __future__ import annotations
 
+import os
 from typing import Any, Collection, Sequence
 
 from opentelemetry import trace
@@ -25,9 +26,11 @@ from opentelemetry.metrics import CallbackOptions, Observation, get_meter
 from ..exits import process_exits, start_exit_records
 from ..names import (EXIT_INFO, EXITS_CAUSE_ATTRIBUTE, EXITS_COUNTER, EXITS_COUNTER_UNIT,
                      EXITS_PHASE_ATTRIBUTE, RANK_EXIT)
-from ..exits import PhaseSpanProcessor
-from ..otel import current_role, process_pipeline, rank_attributes
-from ..settings import current_settings
+from ..exits import PhaseSpanProcessor, note_exit_status
+from ..otel import Role, current_role, process_pipeline, rank_attributes
+from ..settings import SettingsError, current_settings
+from ._guard import attempt
+from ._post_import import when_imported
 from ..version import __version__
 
 __all__ = ["RankExitInstrumentor"]
@@ -45,8 +48,11 @@ class RankExitInstrumentor(BaseInstrumentor):
         """Keyword arguments: `tracer_provider`, `meter_provider`; `settings`, `attributes`
         and `proc_root` (for tests)."""
         role = current_role()
+        if role is Role.LAUNCHER:
+            _watch_workers()  # keeps no record, but sees how its workers end
+            return
         if role is not None and not role.reports:
-            return  # a launcher or a child keeps no record
+            return  # a child keeps no record
         settings = kwargs.get("settings") or current_settings()
         if not settings.exit_records:
             return
@@ -79,6 +85,50 @@ class RankExitInstrumentor(BaseInstrumentor):
 
     def _uninstrument(self, **kwargs: Any) -> None:
         pass  # the record lives as long as the process: a death after this is still a death
+
+
+# torchrun's process contexts: `wait()` returns each worker that ended badly with its pid and
+# exit code (negative: the signal), before the agent stops the others or restarts them.
+_PCONTEXT_MODULE = "torch.distributed.elastic.multiprocessing.api"
+_PCONTEXT_OWNER = "RankExitInstrumentor (yeto_rank_exits) in the launcher"
+
+
+def _watch_workers() -> None:
+    """In an instrumented launcher (torchrun): write each failed worker's exit status into its
+    exit record, where whoever reports its death reads it (a launcher's settings are read
+    only here, and a bad one just leaves the statuses unwritten)."""
+    try:
+        settings = current_settings()
+    except SettingsError:
+        return
+    if settings.exit_records:
+        when_imported(_PCONTEXT_MODULE, lambda module: _patch_wait(module, settings.lock_dir),
+                      _PCONTEXT_OWNER)
+
+
+def _patch_wait(module, lock_dir: str) -> None:
+    context = module.PContext
+    original = context.wait
+    if getattr(original, "_yeto_exit_statuses", False):
+        return
+
+    def wait(self, *args, **kwargs):
+        result = original(self, *args, **kwargs)
+        if result is not None and getattr(result, "failures", None):
+            attempt("noting the workers' exit statuses", _note_failures, result.failures,
+                    lock_dir)
+        return result
+
+    wait._yeto_exit_statuses = True
+    wait.__wrapped__ = original
+    context.wait = wait
+
+
+def _note_failures(failures: dict, lock_dir: str) -> None:
+    for failure in failures.values():
+        code = int(failure.exitcode)
+        note_exit_status(lock_dir, os.geteuid(), int(failure.pid), -code if code < 0 else 0,
+                         code if code >= 0 else 0)
 
 
 # (cause, phase) already exported at 0: a new series starts at 0 and counts its first death at
