@@ -38,3 +38,20 @@ def start(code: str, *args: str) -> subprocess.Popen:
                                stdout=subprocess.PIPE, text=True)
     assert process.stdout.readline() == "ready\n"
     return process
+
+# Keeps a record whose memory cgroup is the directory given (a copy of a fixture's), with its
+# counts read once, then waits to be killed.
+CGROUP_OWNER = r"""
+import os, sys
+from yeto_otel.exits import ExitRecorder, Header
+from yeto_otel.exits._evidence import CgroupEvidence
+from yeto_otel.exits._record_file import OwnedRecord
+lock_dir, directory, version = sys.argv[1], sys.argv[2], int(sys.argv[3])
+record = OwnedRecord(lock_dir, os.geteuid(), os.getpid(), "pod/rank-0")
+recorder = ExitRecorder(record, Header(pid=os.getpid(), rank=0, instance_id="pod/rank-0",
+                                       cgroup_dir=directory, cgroup_version=version),
+                        cgroup=CgroupEvidence(directory, version))
+recorder.refresh()
+print("ready", flush=True)
+sys.stdin.readline()
+"""
