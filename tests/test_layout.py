@@ -67,7 +67,7 @@ ENVIRONMENT_EDGES = {
     "yeto_otel.census._step_log": {"add_census_to_step_log"},
     "yeto_otel.instrumentation._host_memory": {"_instrument"},
     "yeto_otel.instrumentation._dataloader": {"_instrument"},
-    "yeto_otel.instrumentation._rank_exits": {"_instrument"},
+    "yeto_otel.instrumentation._rank_exits": {"_instrument", "_watch_workers"},
     "yeto_otel.otel._configurator": {"_configure"},
     "yeto_otel.otel._foreign": {"_take_charge"},
     "yeto_otel.otel._start": {"_decide_and_prepare"},
@@ -137,7 +137,8 @@ def test_the_edges_list_is_current():
 
 # The tables: the only modules that may spell a metric, span or attribute name.
 TABLES = {"yeto_otel.census._table", "yeto_otel.names._spans", "yeto_otel.names._resume_metrics",
-          "yeto_otel.names._exit_names"}
+          "yeto_otel.names._exit_names",
+          "yeto_otel.otel._resource"}  # the resource attributes' own (the exit span has yeto.rank)
 
 
 def table_names() -> set[str]:

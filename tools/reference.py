@@ -13,7 +13,8 @@ import pathlib
 import sys
 
 from yeto_otel.census import CENSUS, CENSUS_ERRORS, CGROUP_INFO, CensusMetric, Source
-from yeto_otel.names import (EXIT_INFO, EXIT_JOB, EXIT_PID, EXIT_RANK, EXIT_SERVICE, EXIT_STEP, EXITS_CAUSE_ATTRIBUTE, EXITS_COUNTER, EXITS_COUNTER_UNIT,
+from yeto_otel.names import (EXIT_INFO, EXIT_JOB, EXIT_PID, EXIT_SERVICE, EXIT_STEP, EXITS_CAUSE_ATTRIBUTE,
+                             EXITS_RANK_ATTRIBUTE, EXITS_COUNTER, EXITS_COUNTER_UNIT,
                              EXITS_PHASE_ATTRIBUTE, LOAD_MODE_ATTRIBUTE, RANK_EXIT, RESUME_METRICS,
                              SPANS, prometheus_name, prometheus_name_of)
 from yeto_otel.otel import (JOB_ATTRIBUTE, LAUNCH_PREFIX, LOCAL_RANK_ATTRIBUTE, RANK_ATTRIBUTE,
@@ -278,7 +279,7 @@ def _exits_section() -> str:
 | metric | in Prometheus | instrument | unit | meaning |
 |---|---|---|---|---|
 | `{EXITS_COUNTER}` | `{prometheus}` | observable counter | `{EXITS_COUNTER_UNIT}` | Deaths of ranks and plain processes this process reported, each with a `{RANK_EXIT.name}` span (docs/faults.md, "When a rank dies"), by `{EXITS_CAUSE_ATTRIBUTE}` (`oom_kill`, `signal`, `exit_code`, `unknown`) and `{EXITS_PHASE_ATTRIBUTE}` (the innermost yeto span open, `step` or `start`). A new series is exported at 0 first and counts its first death from the next collection, so that `increase()` sees it (one that appeared at 1 would have nothing to rise from); a death reported in a reporter's last collection is in `{info}` only |
-| `{EXIT_INFO}` | `{info}` | observable up-down counter | `{EXITS_COUNTER_UNIT}` | 1 for each death this process reported: one series per death, with `{EXITS_CAUSE_ATTRIBUTE}`, `{EXITS_PHASE_ATTRIBUTE}` and the dead process's `{EXIT_RANK.name}`, `{EXIT_JOB.name}`, `{EXIT_SERVICE.name}`, `{EXIT_STEP.name}` and `{EXIT_PID.name}` (empty where unknown). A death is a new series whoever reported it and however often its reporter restarted: what YetoRankOOMKilled and the dashboards' exit marks read. Exported by its reporter from its report on, while it runs |
+| `{EXIT_INFO}` | `{info}` | observable up-down counter | `{EXITS_COUNTER_UNIT}` | 1 for each death this process reported: one series per death, with `{EXITS_CAUSE_ATTRIBUTE}`, `{EXITS_PHASE_ATTRIBUTE}` and the dead process's `{EXITS_RANK_ATTRIBUTE}`, `{EXIT_JOB.name}`, `{EXIT_SERVICE.name}`, `{EXIT_STEP.name}` and `{EXIT_PID.name}` (empty where unknown). A death is a new series whoever reported it and however often its reporter restarted: what YetoRankOOMKilled and the dashboards' exit marks read. Exported by its reporter from its report on, while it runs |
 
 """
 

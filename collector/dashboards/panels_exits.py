@@ -4,7 +4,8 @@ named by rank, cause, phase and step (docs/faults.md, "When a rank dies")."""
 
 from __future__ import annotations
 
-from yeto_otel.names import (EXIT_INFO, EXIT_JOB, EXIT_RANK, EXIT_STEP, EXITS_CAUSE_ATTRIBUTE,
+from yeto_otel.names import (EXIT_INFO, EXIT_JOB, EXIT_STEP, EXITS_CAUSE_ATTRIBUTE,
+                             EXITS_RANK_ATTRIBUTE,
                              EXITS_COUNTER, EXITS_COUNTER_UNIT, EXITS_PHASE_ATTRIBUTE,
                              RANK_EXIT, prometheus_label, prometheus_name)
 
@@ -14,8 +15,8 @@ from dashboard_names import CLUSTER, HOST, NOT_A_WORKER, alert, legend
 EXITS = prometheus_name(EXITS_COUNTER, EXITS_COUNTER_UNIT, monotonic_counter=True)
 DEATHS = prometheus_name(EXIT_INFO, EXITS_COUNTER_UNIT, monotonic_counter=False)
 CAUSE, PHASE = prometheus_label(EXITS_CAUSE_ATTRIBUTE), prometheus_label(EXITS_PHASE_ATTRIBUTE)
-DEAD_RANK, DEAD_JOB, DEAD_STEP = (prometheus_label(a.name) for a in (EXIT_RANK, EXIT_JOB,
-                                                                     EXIT_STEP))
+DEAD_RANK = prometheus_label(EXITS_RANK_ATTRIBUTE)
+DEAD_JOB, DEAD_STEP = (prometheus_label(a.name) for a in (EXIT_JOB, EXIT_STEP))
 OOM_ALERT = alert("YetoRankOOMKilled")
 # A death is the dead process's: selected by its job (the Job variable) and host, never by the
 # reporter's own rank or job (the reporter may be another job's process on the host).

@@ -9,8 +9,8 @@ import re
 from opentelemetry.sdk.resources import HOST_NAME
 
 from yeto_otel.census import CENSUS, ERROR_SOURCE_ATTRIBUTE
-from yeto_otel.names import (EXIT_JOB, EXIT_PID, EXIT_RANK, EXIT_SERVICE, EXIT_STEP,
-                             EXITS_CAUSE_ATTRIBUTE, EXITS_PHASE_ATTRIBUTE, LOAD_MODE_ATTRIBUTE,
+from yeto_otel.names import (EXIT_JOB, EXIT_PID, EXIT_SERVICE, EXIT_STEP,
+                             EXITS_CAUSE_ATTRIBUTE, EXITS_PHASE_ATTRIBUTE, EXITS_RANK_ATTRIBUTE, LOAD_MODE_ATTRIBUTE,
                              prometheus_label)
 from yeto_otel.otel import (JOB_ATTRIBUTE, LOCAL_RANK_ATTRIBUTE, RANK_ATTRIBUTE, ROLE_ATTRIBUTE,
                             WORKER_ID_ATTRIBUTE, WORLD_SIZE_ATTRIBUTE, Role)
@@ -26,8 +26,8 @@ PROMETHEUS_LABELS = {"instance", "job", "le"}
 # Point attributes of the census rows that carry one (`event`, `level`, the cgroup's path).
 CENSUS_ATTRIBUTES = tuple(row.attribute for row in CENSUS if row.attribute)
 # The exits counter's attributes: its own and the dead process's (yeto_otel.names).
-EXIT_ATTRIBUTES = (EXITS_CAUSE_ATTRIBUTE, EXITS_PHASE_ATTRIBUTE, *(
-    attr.name for attr in (EXIT_RANK, EXIT_JOB, EXIT_SERVICE, EXIT_STEP, EXIT_PID)))
+EXIT_ATTRIBUTES = (EXITS_CAUSE_ATTRIBUTE, EXITS_PHASE_ATTRIBUTE, EXITS_RANK_ATTRIBUTE, *(
+    attr.name for attr in (EXIT_JOB, EXIT_SERVICE, EXIT_STEP, EXIT_PID)))
 KNOWN_LABELS = PROMETHEUS_LABELS | {prometheus_label(attribute) for attribute in (
     HOST_NAME, RANK_ATTRIBUTE, LOCAL_RANK_ATTRIBUTE, WORLD_SIZE_ATTRIBUTE, JOB_ATTRIBUTE, ROLE_ATTRIBUTE,
     WORKER_ID_ATTRIBUTE, ERROR_SOURCE_ATTRIBUTE, LOAD_MODE_ATTRIBUTE, *AGENT_ATTRIBUTES,

@@ -53,7 +53,7 @@ def test_the_exit_span_reaches_jaeger(stack, death):
     (span,) = stack.wait_for(exit_spans, what="the exit span in Jaeger")
     tags = {t["key"]: t["value"] for t in span["tags"]}
     assert (tags["yeto.exit.cause"], tags["yeto.exit.phase"], tags["yeto.exit.step"],
-            tags["yeto.exit.rank"], tags["yeto.exit.process.pid"]) == ("oom_kill", "step", STEP,
+            tags["yeto.rank"], tags["yeto.exit.process.pid"]) == ("oom_kill", "step", STEP,
                                                                        0, pid)
 
 

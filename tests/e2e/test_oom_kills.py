@@ -80,9 +80,9 @@ def test_an_oom_killed_rank_is_reported_with_its_phase_and_step(tmp_path, cgroup
     next_launch(tmp_path, "0")
     (span,) = exit_spans(tmp_path)
     assert {k: span.get(k) for k in ("yeto.exit.cause", "yeto.exit.phase", "yeto.exit.step",
-                                     "yeto.exit.rank", "yeto.exit.observer")} == {
+                                     "yeto.rank", "yeto.exit.observer")} == {
         "yeto.exit.cause": "oom_kill", "yeto.exit.phase": expected, "yeto.exit.step": 6,
-        "yeto.exit.rank": 0, "yeto.exit.observer": "next_launch"}
+        "yeto.rank": 0, "yeto.exit.observer": "next_launch"}
     assert span["yeto.exit.cgroup.memory.limit"] == LIMIT
     assert 0 < span["yeto.exit.memory.anonymous"] < span["yeto.exit.memory.rss"] < LIMIT
     assert "memory cgroup counted" in span["yeto.exit.evidence"]
@@ -97,7 +97,7 @@ def test_one_rank_oom_killed_in_a_torchrun_job_is_the_only_oom(tmp_path, request
     job = subprocess.run(in_cgroup(cgroup, command, oom_first=False), env=_env(tmp_path, None),
                          timeout=TIMEOUT, capture_output=True, text=True)
     assert job.returncode == 0, job.stderr[-3000:]  # the restart ran through
-    spans = {span["yeto.exit.rank"]: span for span in exit_spans(tmp_path)}
+    spans = {span["yeto.rank"]: span for span in exit_spans(tmp_path)}
     assert len(exit_spans(tmp_path)) == 2 and set(spans) == {0, 1}
     killed, stopped = spans[1], spans[0]
     assert (killed["yeto.exit.cause"], killed["yeto.exit.phase"], killed["yeto.exit.step"]) == (

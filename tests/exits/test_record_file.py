@@ -56,9 +56,9 @@ def test_the_report_holds_the_last_record(tmp_path, provider, exporter):
     (report,) = observer.look(instance_id="slurm-7/rank-5")
     (span,) = exporter.get_finished_spans()
     assert span.name == "yeto.rank.exit"
-    assert {k: span.attributes[k] for k in ("yeto.exit.rank", "yeto.exit.phase", "yeto.exit.step",
+    assert {k: span.attributes[k] for k in ("yeto.rank", "yeto.exit.phase", "yeto.exit.step",
                                             "yeto.exit.cause", "yeto.exit.observer")} == {
-        "yeto.exit.rank": 5, "yeto.exit.phase": "dcp.save", "yeto.exit.step": 41,
+        "yeto.rank": 5, "yeto.exit.phase": "dcp.save", "yeto.exit.step": 41,
         "yeto.exit.cause": "unknown", "yeto.exit.observer": "node"}
     assert span.start_time == report.slot.written_ns and span.end_time == report.seen_ns
     assert not span.status.is_ok

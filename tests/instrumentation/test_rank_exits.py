@@ -85,9 +85,9 @@ def test_an_uncaught_exception_is_reported_by_the_rank_itself(tmp_path):
     assert result.returncode == 1 and "loss is nan" in result.stderr
     (span,) = _exit_spans(tmp_path)
     assert {k: span[k] for k in ("yeto.exit.cause", "yeto.exit.code", "yeto.exit.phase",
-                                 "yeto.exit.step", "yeto.exit.observer", "yeto.exit.rank")} == {
+                                 "yeto.exit.step", "yeto.exit.observer", "yeto.rank")} == {
         "yeto.exit.cause": "exit_code", "yeto.exit.code": 1, "yeto.exit.phase": "step",
-        "yeto.exit.step": 7, "yeto.exit.observer": "self", "yeto.exit.rank": 0}
+        "yeto.exit.step": 7, "yeto.exit.observer": "self", "yeto.rank": 0}
     assert "ValueError: loss is nan" in span["yeto.exit.evidence"]
     assert _records(tmp_path) == []
     _next_launch(tmp_path)

@@ -28,7 +28,7 @@ from typing import Callable
 from opentelemetry.trace import Status, StatusCode, Tracer
 
 from ..census import ForeignLockPath
-from ..names import (EXITS_CAUSE_ATTRIBUTE, EXITS_PHASE_ATTRIBUTE, EXIT_ANONYMOUS, EXIT_CAUSE, EXIT_CGROUP_LIMIT, EXIT_CGROUP_USAGE,
+from ..names import (EXITS_CAUSE_ATTRIBUTE, EXITS_PHASE_ATTRIBUTE, EXITS_RANK_ATTRIBUTE, EXIT_ANONYMOUS, EXIT_CAUSE, EXIT_CGROUP_LIMIT, EXIT_CGROUP_USAGE,
                      EXIT_CODE, EXIT_INSTANCE, EXIT_JOB, EXIT_OBSERVER, EXIT_PHASE, EXIT_PID,
                      EXIT_RANK, EXIT_RECORD_AGE, EXIT_RSS, EXIT_SERVICE, EXIT_SIGNAL, EXIT_STEP,
                      EXIT_WHY,
@@ -91,7 +91,7 @@ def exit_info_attributes(report: ReportedExit) -> dict:
     header, slot = report.header, report.slot
     return {EXITS_CAUSE_ATTRIBUTE: report.verdict.cause.value,
             EXITS_PHASE_ATTRIBUTE: report.phase,
-            EXIT_RANK.name: str(header.rank) if header.rank >= 0 else "",
+            EXITS_RANK_ATTRIBUTE: str(header.rank) if header.rank >= 0 else "",
             EXIT_JOB.name: header.job_id, EXIT_SERVICE.name: header.service_name,
             EXIT_STEP.name: str(slot.step) if slot.step >= 0 else "",
             EXIT_PID.name: str(header.pid)}

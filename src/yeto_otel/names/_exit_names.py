@@ -6,6 +6,7 @@ from __future__ import annotations
 from ._span_spec import Attr, SpanSpec
 
 __all__ = [
+    "EXITS_RANK_ATTRIBUTE",
     "EXIT_INFO",
     "EXITS_CAUSE_ATTRIBUTE",
     "EXITS_COUNTER",
@@ -31,9 +32,10 @@ __all__ = [
     "RANK_EXIT",
 ]
 
-# Not `yeto.rank`: that is the resource attribute of the process that reports the death.
-EXIT_RANK = Attr("yeto.exit.rank", "int",
-                 "The rank that died (absent for a process without one).")
+EXIT_RANK = Attr("yeto.rank", "int",
+                 "The rank that died (absent for a process without one). A span attribute: the "
+                 "span's resource is its reporter's, with a `yeto.rank` of its own (in TraceQL "
+                 "`span.yeto.rank` against `resource.yeto.rank`).")
 EXIT_INSTANCE = Attr("yeto.exit.service.instance.id", "string",
                      "The dead process's `service.instance.id`.")
 EXIT_PID = Attr("yeto.exit.process.pid", "int", "The dead process's pid.")
@@ -86,3 +88,6 @@ EXITS_COUNTER_UNIT = "{exit}"
 EXIT_INFO = "yeto.rank.exit.info"
 EXITS_CAUSE_ATTRIBUTE = "cause"
 EXITS_PHASE_ATTRIBUTE = "phase"
+# The dead rank on the metrics: not `yeto.rank`, which Prometheus already has as a label (the
+# reporter's resource attribute) on the same series.
+EXITS_RANK_ATTRIBUTE = "yeto.exit.rank"

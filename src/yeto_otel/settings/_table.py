@@ -198,7 +198,7 @@ SETTINGS: tuple[Setting, ...] = (
         "RANK",
         None,
         f"an integer from 0 to {RANK_LIMIT - 1}, below WORLD_SIZE when that is set",
-        "Global rank set by the launcher (torchrun). Becomes the `yeto.rank` resource attribute "
+        "Global rank set by the launcher (torchrun). Becomes the rank's resource attribute "
         "and part of `service.instance.id`. Without it, the rank is read from the variables of "
         "other launchers (OpenMPI, PMIx, PMI, MVAPICH2, a Slurm job step, Lightning's own "
         "launcher), in the order docs/processes.md gives.",
