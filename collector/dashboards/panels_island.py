@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from yeto_otel.census import ANONYMOUS, NODE_ANON_PAGES, NODE_AVAILABLE, RSS
-from yeto_otel.names import (ANCHORS_ANONYMOUS_DELTA, ANCHORS_BYTES_MAPPED,
+from yeto_otel.names import (ANCHORS_ANONYMOUS_DELTA, ANCHORS_BYTES_MAPPED, EXIT_CAUSE, EXIT_PHASE,
+                             EXIT_RANK, EXIT_STEP, RANK_EXIT,
                              ANCHORS_BYTES_TOUCHED, ANCHORS_FILE_SIZE, ANCHORS_LOAD_MODE,
                              ANCHORS_PATH, ANCHORS_TENSOR_COUNT, DCP_ANONYMOUS_DELTA,
                              DCP_ASYNC_SAVE, DCP_BYTES_READ, DCP_BYTES_WRITTEN, DCP_ITEMS_READ,
@@ -31,11 +32,12 @@ from dashboard_names import (CLUSTER, HOST_NAME_ATTRIBUTE, JOB, JOB_ID, LOAD_MOD
 from panels_exits import rank_exits_annotation
 
 # Span names and attributes (docs/spans.md): the resume span first, then every checkpoint
-# load and save a rank's trainer makes (safetensors, DCP, torch.load).
+# load and save a rank's trainer makes (safetensors, DCP, torch.load), then a rank's death
+# (a restart that did not go through, or what made the restart happen).
 RESUME_SPAN = RESUME_ANCHORS.name
 CHECKPOINT_SPANS = tuple(span.name for span in (
     RESUME_ANCHORS, SAFETENSORS_LOAD_FILE, SAFETENSORS_SAFE_OPEN, SAFETENSORS_LOAD, DCP_LOAD,
-    DCP_SAVE, DCP_ASYNC_SAVE, TORCH_LOAD))
+    DCP_SAVE, DCP_ASYNC_SAVE, TORCH_LOAD, RANK_EXIT))
 # The byte attributes (one column each, in bytes), then the rest a row is read by.
 SPAN_BYTE_ATTRIBUTES = tuple(dict.fromkeys(attribute.name for attribute in (
     ANCHORS_BYTES_MAPPED, ANCHORS_BYTES_TOUCHED, ANCHORS_ANONYMOUS_DELTA, ANCHORS_FILE_SIZE,
@@ -44,7 +46,8 @@ SPAN_BYTE_ATTRIBUTES = tuple(dict.fromkeys(attribute.name for attribute in (
     DCP_ANONYMOUS_DELTA, TORCH_LOAD_BYTES_MAPPED, TORCH_LOAD_FILE_SIZE)))
 SPAN_OTHER_ATTRIBUTES = tuple(attribute.name for attribute in (
     ANCHORS_LOAD_MODE, ANCHORS_TENSOR_COUNT, SAFETENSORS_TENSOR_COUNT, DCP_ITEMS_READ,
-    DCP_ITEMS_WRITTEN, ANCHORS_PATH, SAFETENSORS_PATH, DCP_PATH, TORCH_LOAD_PATH))
+    DCP_ITEMS_WRITTEN, ANCHORS_PATH, SAFETENSORS_PATH, DCP_PATH, TORCH_LOAD_PATH, EXIT_RANK,
+    EXIT_CAUSE, EXIT_PHASE, EXIT_STEP))
 ISLAND_VARIABLES_CARRIED = ("prometheus", "cluster", "job_id", "host", "rank", "service", "tempo",
                             "jaeger", "operation")
 
@@ -120,7 +123,9 @@ def tempo_search() -> table.Panel:
                 + ", ".join(f"`{name}`" for name in CHECKPOINT_SPANS[1:]) + "), with the "
                 "bytes mapped, touched, read or written and the anonymous-memory delta; a cell "
                 "is empty where the span has no such attribute. The `torch.load` inside a "
-                "resume has a row too. Click a Span ID to show its trace in the panel below.")
+                f"resume has a row too, and so does each rank's death (`{RANK_EXIT.name}`: "
+                "the dead rank, its cause, phase and step). Click a Span ID to show its trace "
+                "in the panel below.")
             .with_target(tempo.Dataquery().ref_id("A").datasource(TEMPO).query_type("traceql")
                          .query(query).table_type(tempo_model.SearchTableType.SPANS)
                          .limit(100).spss(20))

@@ -266,6 +266,7 @@ CHECKPOINT_SPANS = {
     "dcp.save": ("yeto.dcp.bytes_written",),
     "dcp.async_save": (),
     "torch.load": ("yeto.torch_load.bytes_mapped", "yeto.torch_load.file_size"),
+    "yeto.rank.exit": (),  # a death beside the restarts: its rank, cause, phase and step
 }
 
 
@@ -287,7 +288,8 @@ def test_island_tempo_search_selects_the_resume_and_checkpoint_spans(island):
         assert f"span.{attribute}" in columns, attribute
         assert attribute in converted and bytes_columns.search(attribute), attribute
     for other in ("yeto.anchors.load_mode", "yeto.safetensors.path", "yeto.dcp.items_read",
-                  "yeto.torch_load.path"):
+                  "yeto.torch_load.path", "yeto.rank", "yeto.exit.cause", "yeto.exit.phase",
+                  "yeto.exit.step"):
         assert f"span.{other}" in columns and not bytes_columns.search(other), other
     assert override_values(search, "byName", "spanID", "links")
 
