@@ -22,10 +22,10 @@ from yeto_otel.testing import HostAllocatorStandIn
 ALLOCATOR_REF = "yeto_otel.testing:realistic"
 
 # The anchors stand in for our own six process/node rows (not the semantic-conventions twins,
-# not the memory cgroup's rows nor the age of the smaps_rollup values: psutil has nothing for
-# those).
+# not the memory cgroup's rows, the age of the smaps_rollup values nor the uptime, which no
+# file read makes: psutil has nothing for the first ones).
 _PROCESS_NODE = tuple(m for m in CENSUS if m.source not in (Source.ALLOCATOR, Source.CGROUP)
-                      and not m.semconv and not m.sample_age)
+                      and not m.semconv and not m.sample_age and not m.derived)
 _ALLOCATOR = tuple(m for m in CENSUS if m.source is Source.ALLOCATOR)
 assert len(_PROCESS_NODE) == 6 and len(_ALLOCATOR) == 18
 
