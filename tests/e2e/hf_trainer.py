@@ -44,6 +44,11 @@ def main() -> None:
         json.dump({"pid": os.getpid(), "rank": trainer.args.process_index,
                    "loss": result.training_loss, "env": {k: os.environ.get(k) for k in
                                                          ("RANK", "LOCAL_RANK")}}, f)
+    # As a DDP job should end (the Trainer leaves its process group up): without it, gloo's
+    # threads could still be running when the interpreter tears the group down at exit, and
+    # the C++ runtime aborts the rank ("terminate called without an active exception").
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":
