@@ -35,12 +35,14 @@ import http.client
 import importlib.util
 import json
 import os
+import re
 import shutil
 import signal
 import sys
 import tempfile
 import time
 import urllib.parse
+from datetime import datetime, timezone
 from pathlib import Path
 
 
@@ -86,6 +88,17 @@ def parse_metrics_text(text: str) -> dict[str, dict[str, float]]:
         name, brace, labels = head.partition("{")
         metrics.setdefault(name, {})[brace + labels] = float(value)
     return metrics
+
+
+def api_time(text: str) -> float:
+    """Seconds since the epoch of an RFC 3339 time from the Prometheus API (nanoseconds, Z)."""
+    match = re.fullmatch(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)", text)
+    if not match:
+        raise ValueError(f"not an RFC 3339 time: {text!r}")
+    base, fraction, zone = match.groups()
+    zone = "+00:00" if zone == "Z" else zone
+    seconds = datetime.fromisoformat(base + zone).astimezone(timezone.utc).timestamp()
+    return seconds + (float("0." + fraction) if fraction else 0.0)
 
 
 def metric_total(metrics: dict[str, dict[str, float]], name: str, **labels: str) -> float | None:
@@ -267,6 +280,10 @@ class Stack:
     def prometheus_names(self, match: str) -> set[str]:
         """Metric names (`__name__` values) of the series that `match` selects."""
         return set(self._prometheus("/api/v1/label/__name__/values", {"match[]": match}))
+
+    def prometheus_rule_groups(self) -> list[dict]:
+        """The loaded rule groups, each rule with its health, state and last evaluation."""
+        return self._prometheus("/api/v1/rules", {})["groups"]
 
     def prometheus_metadata(self, metric: str | None = None) -> dict:
         return self._prometheus("/api/v1/metadata", {"metric": metric} if metric else {})

@@ -12,13 +12,15 @@ import subprocess
 import sys
 import time
 import uuid
-from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 
+import required_components
 from e2e_ranks import job_matcher, rank_env
 from memory_cgroups import child_memory_cgroup, in_cgroup
+
+stack_module = required_components.stack_module()
 
 HERE = Path(__file__).resolve().parent
 TRAINER = HERE / "dying_trainer.py"
@@ -86,8 +88,7 @@ def arrived(stack, death) -> float:
 
 
 def _alert_rule(stack) -> dict:
-    groups = stack._prometheus("/api/v1/rules", {})["groups"]
-    return next(rule for group in groups for rule in group["rules"]
+    return next(rule for group in stack.prometheus_rule_groups() for rule in group["rules"]
                 if rule.get("name") == "YetoRankOOMKilled")
 
 
@@ -95,17 +96,11 @@ def test_yeto_rank_oom_killed_fires(stack, death, arrived):
     _, pid = death
     # the rule group evaluates once a minute: wait for an evaluation after the series arrived
     rule = stack.wait_for(
-        lambda: (r := _alert_rule(stack)) and _timestamp(r["lastEvaluation"]) > arrived and r,
+        lambda: ((r := _alert_rule(stack))
+                 and stack_module.api_time(r["lastEvaluation"]) > arrived and r),
         timeout=ALERT_TIMEOUT, interval=1.0, what="YetoRankOOMKilled evaluated")
     assert rule["health"] == "ok", rule
     (alert,) = [a for a in rule["alerts"] if a["labels"]["yeto_exit_process_pid"] == str(pid)]
     assert alert["state"] == "firing"
     assert (alert["labels"]["yeto_exit_rank"], alert["labels"]["phase"],
             alert["labels"]["yeto_exit_step"]) == ("0", "step", str(STEP))
-
-
-def _timestamp(text: str) -> float:
-    """Seconds since the epoch of the Prometheus API's RFC 3339 time (nanoseconds, Z)."""
-    base, _, fraction = text.rstrip("Z").partition(".")
-    return (datetime.fromisoformat(base).replace(tzinfo=timezone.utc).timestamp()
-            + float("0." + (fraction or "0")))

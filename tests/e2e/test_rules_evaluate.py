@@ -5,16 +5,17 @@ for them."""
 from __future__ import annotations
 
 import functools
-import re
 import time
 import uuid
-from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 import yaml
 
+import required_components
 from e2e_ranks import job_matcher, run_ranks
+
+stack_module = required_components.stack_module()
 
 HERE = Path(__file__).resolve().parent
 ALERTS_DIR = HERE.parents[1] / "collector" / "alerts"
@@ -32,16 +33,6 @@ def _group_names() -> set[str]:
     """Group names of every rule file, as Prometheus should have loaded them."""
     return {group["name"] for path in ALERTS_DIR.glob("*.yml")
             for group in yaml.safe_load(path.read_text())["groups"]}
-
-
-def _timestamp(text: str) -> float:
-    """Seconds since the epoch of an RFC 3339 time from the Prometheus API (nanoseconds, Z)."""
-    match = re.fullmatch(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)", text)
-    assert match, f"not an RFC 3339 time: {text!r}"
-    base, fraction, zone = match.groups()
-    zone = "+00:00" if zone == "Z" else zone
-    seconds = datetime.fromisoformat(base + zone).astimezone(timezone.utc).timestamp()
-    return seconds + (float("0." + fraction) if fraction else 0.0)
 
 
 @pytest.fixture(scope="module")
@@ -68,15 +59,11 @@ def run(stack, instrument_bin, tmp_path_factory):
     return service, results, time.time()
 
 
-def _rule_groups(stack) -> list[dict]:
-    return stack._prometheus("/api/v1/rules", {})["groups"]
-
-
 def _evaluated_since(stack, since: float):
     """The rule groups once every rule has been evaluated after `since`, else None."""
-    groups = _rule_groups(stack)
+    groups = stack.prometheus_rule_groups()
     rules = [rule for group in groups for rule in group["rules"]]
-    if rules and all(_timestamp(rule["lastEvaluation"]) > since for rule in rules):
+    if rules and all(stack_module.api_time(rule["lastEvaluation"]) > since for rule in rules):
         return groups
     return None
 

@@ -72,31 +72,25 @@ def private_file_names(directory: str, euid: int, prefix: str) -> list[str]:
     """The names in the private lock `directory` of `euid` that start with `prefix` (none when
     it does not exist); the directory is checked as `open_lock_file` checks it."""
     try:
-        dir_fd = os.open(directory, _DIR_FLAGS)
+        dir_fd = _open_private_dir(directory, euid, create=False)
     except FileNotFoundError:
         return []
-    except OSError as exc:
-        _refuse_what_is_there(directory, "the lock directory must be a directory of uid "
-                              f"{euid} with mode 0700", exc, lambda st: _is_private_dir(st, euid))
     try:
-        found = os.fstat(dir_fd)
-        if not _is_private_dir(found, euid):
-            raise ForeignLockPath(directory, _described(found),
-                                  f"the lock directory must be a directory of uid {euid} with "
-                                  "mode 0700")
         return sorted(name for name in os.listdir(dir_fd) if name.startswith(prefix))
     finally:
         os.close(dir_fd)
 
 
-def _open_private_dir(path: str, euid: int) -> int:
+def _open_private_dir(path: str, euid: int, *, create: bool = True) -> int:
     expected = (f"the lock directory must be a directory of uid {euid} with no group or other "
                 f"permission (mode 0700), so that no other user can plant or hold a lock file")
-    try:
-        os.mkdir(path, 0o700)
-        made = True
-    except FileExistsError:
-        made = False
+    made = False
+    if create:
+        try:
+            os.mkdir(path, 0o700)
+            made = True
+        except FileExistsError:
+            pass
     try:
         fd = os.open(path, _DIR_FLAGS)
     except OSError as exc:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 __all__ = ["HEADER", "RECORD_SIZE", "SLOT", "SLOT_OFFSETS", "Header", "RecordState", "Slot",
-           "UNKNOWN", "decode_text", "read_exit_status", "read_header", "read_latest_slot",
+           "UNKNOWN", "decode_text", "or_unknown", "read_exit_status", "read_header", "read_latest_slot",
            "write_exit_status", "write_header",
            "write_slot", "write_slot_values"]
 
@@ -37,6 +37,10 @@ LAYOUT_VERSION = 1
 RECORD_SIZE = 4096
 SLOT_OFFSETS = (1024, 2048)
 UNKNOWN = -1  # an integer field nobody could read (no cgroup, no step logged yet)
+
+
+def or_unknown(value: int | None) -> int:
+    return UNKNOWN if value is None else value
 
 
 class RecordState(IntEnum):

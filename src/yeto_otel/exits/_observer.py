@@ -113,18 +113,17 @@ class ExitObserver:
         self.deaths: list[dict] = []  # each death reported here (`exit_info_attributes`)
         self._said: set[str] = set()
 
-    def look(self, observer: str = Observer.NODE, instance_id: str | None = None,
-             status: ExitStatus | None = None) -> list[ReportedExit]:
+    def look(self, observer: str = Observer.NODE,
+             instance_id: str | None = None) -> list[ReportedExit]:
         """Report every dead record (of `instance_id` only, when given). Never raises."""
         with self._lock:
             try:
-                return self._look(observer, instance_id, status)
+                return self._look(observer, instance_id)
             except (OSError, ForeignLockPath) as exc:
                 self._say_once(f"cannot look at exit records in {self.lock_dir}: {exc}")
                 return []
 
-    def _look(self, observer: str, instance_id: str | None,
-              status: ExitStatus | None) -> list[ReportedExit]:
+    def _look(self, observer: str, instance_id: str | None) -> list[ReportedExit]:
         claimed: list[ClaimedRecord] = []
         for name in record_names(self.lock_dir, self.euid, instance_id):
             record = claim_record(self.lock_dir, self.euid, name)
@@ -154,8 +153,8 @@ class ExitObserver:
                 cgroup = Rise(slot.cgroup_oom_kills, cgroup_now[header.cgroup_dir],
                               in_cgroup[header.cgroup_dir])
             node = Rise(slot.node_oom_kills, node_now, on_node)
-            seen = _parent_saw(record) or status
-            report = ReportedExit(header, slot, decide(cgroup, node, seen), seen_ns, observer)
+            report = ReportedExit(header, slot, decide(cgroup, node, _parent_saw(record)),
+                                  seen_ns, observer)
             self._report(report)
             record.finish(mark_reported=True)
             reports.append(report)

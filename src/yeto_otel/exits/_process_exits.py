@@ -32,7 +32,7 @@ from ..proc import CgroupNotFound, locate_memory_cgroup, process_start_ns
 from ..settings import Settings
 from ._cause import Cause, Verdict, signal_name
 from ._evidence import CgroupEvidence, NodeEvidence
-from ._layout import UNKNOWN, Header
+from ._layout import UNKNOWN, Header, or_unknown
 from ._observer import ExitObserver, Observer
 from ._oom_watch import start_oom_watch
 from ._record_file import OwnedRecord
@@ -111,19 +111,15 @@ def _header(settings: Settings, attributes: dict, cgroup) -> Header:
     job = settings.job
     launches = next((n for n in (job.slurm_restart_count, job.torchelastic_restart_count)
                      if n is not None), UNKNOWN)
-    return Header(pid=os.getpid(), rank=_or_unknown(settings.rank),
-                  local_rank=_or_unknown(settings.local_rank),
-                  world_size=_or_unknown(settings.world_size), launch_count=launches,
+    return Header(pid=os.getpid(), rank=or_unknown(settings.rank),
+                  local_rank=or_unknown(settings.local_rank),
+                  world_size=or_unknown(settings.world_size), launch_count=launches,
                   process_start_ns=process_start_ns() or 0,
                   record_start_ns=time.time_ns(),
                   instance_id=str(attributes.get(SERVICE_INSTANCE_ID, "")),
                   job_id=job.job_id or "", service_name=str(attributes.get(SERVICE_NAME, "")),
                   cgroup_dir=cgroup.directory if cgroup else "",
                   cgroup_version=cgroup.version if cgroup else 0)
-
-
-def _or_unknown(value: int | None) -> int:
-    return UNKNOWN if value is None else value
 
 
 def start_exit_records(settings: Settings, attributes: dict, tracer: Tracer, *,

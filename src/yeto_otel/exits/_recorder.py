@@ -25,7 +25,8 @@ import time
 
 from ..proc import ProcFile, ProcReadError, parse_kb_fields
 from ._evidence import CgroupEvidence, NodeEvidence
-from ._layout import UNKNOWN, Header, RecordState, Slot, write_header, write_slot_values
+from ._layout import (UNKNOWN, Header, RecordState, Slot, or_unknown, write_header,
+                      write_slot_values)
 from ._record_file import OwnedRecord
 
 __all__ = ["ExitRecorder", "BEFORE_FIRST_STEP", "BETWEEN_SPANS"]
@@ -118,10 +119,11 @@ class ExitRecorder:
             pass
         if self._cgroup is not None:
             counts = self._cgroup.read()
-            changes.update(cgroup_oom_kills=_known(counts.oom_kills),
-                           cgroup_usage=_known(counts.usage), cgroup_limit=_known(counts.limit))
+            changes.update(cgroup_oom_kills=or_unknown(counts.oom_kills),
+                           cgroup_usage=or_unknown(counts.usage),
+                           cgroup_limit=or_unknown(counts.limit))
         if self._node is not None:
-            changes["node_oom_kills"] = _known(self._node.oom_kills())
+            changes["node_oom_kills"] = or_unknown(self._node.oom_kills())
         with self._lock:
             self._write_locked(**changes)
 
@@ -145,10 +147,6 @@ class ExitRecorder:
         """The latest values (the seq is the record's, not kept here)."""
         return Slot(**self._values)
 
-    def phase(self) -> str:
-        with self._lock:
-            return self._phase()
-
     def forget_in_child(self) -> None:
         """In a forked child: drop the copies of the descriptor and the mapping (the parent
         keeps its record and its lock)."""
@@ -161,7 +159,3 @@ class ExitRecorder:
         for evidence in (self._cgroup, self._node):
             if evidence is not None:
                 evidence.close()
-
-
-def _known(value: int | None) -> int:
-    return UNKNOWN if value is None else value

@@ -52,12 +52,9 @@ def process_uptime_s() -> float:
 def process_start_ns(pid: int | str = "self", proc_root: str = "/proc") -> int | None:
     """The start of process `pid` in nanoseconds since the epoch; None when it cannot be read."""
     try:
-        with open(os.path.join(proc_root, str(pid), "stat"), "rb") as f:
-            stat = f.read()
+        after_boot = process_started_after_boot_s(pid, proc_root)
         with open(os.path.join(proc_root, "stat"), "rb") as f:
             boot = next(line for line in f if line.startswith(b"btime "))
-        # The command name (field 2) may hold spaces and parentheses: count after its last ')'.
-        start_ticks = int(stat[stat.rindex(b")") + 2:].split()[19])
-        return int(boot.split()[1]) * 1_000_000_000 + start_ticks * 1_000_000_000 // _TICKS
+        return int(boot.split()[1]) * 1_000_000_000 + round(after_boot * 1_000_000_000)
     except (OSError, ValueError, IndexError, StopIteration):
         return None
